@@ -1,0 +1,48 @@
+"""PCI address helpers shared by every parser and the graph builder.
+
+The canonical key for a PCI function in topoweb is ``dddd:bb:dd.f``: a 4-hex-digit domain,
+lowercase (``0000:1b:00.0``). Producers differ (domain.md section 4.1):
+
+* ``nvidia-smi --query-gpu=pci.bus_id`` prints an 8-digit domain in upper case,
+  ``00000000:1B:00.0``; the last four domain digits are kept.
+* ``lspci`` without ``-D`` omits the domain (``1b:00.0``); domain ``0000`` is assumed.
+* NCCL logs print ``busId 1c000``, the hex digits with separators removed
+  (``int64ToBusId`` in NCCL's ``src/misc/utils.cc``).
+"""
+
+from __future__ import annotations
+
+import re
+
+_BDF_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})\.(?P<fn>[0-7])$"
+)
+
+
+def canonical_bdf(text: str) -> str:
+    """Return ``text`` as a canonical ``dddd:bb:dd.f`` address.
+
+    >>> canonical_bdf("00000000:1B:00.0")
+    '0000:1b:00.0'
+    >>> canonical_bdf("3b:00.1")
+    '0000:3b:00.1'
+
+    Raises ``ValueError`` when ``text`` is not a PCI address.
+    """
+    m = _BDF_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"not a PCI address: {text!r}")
+    domain = (m.group("domain") or "0").lower()
+    domain = domain[-4:].rjust(4, "0")
+    return f"{domain}:{int(m.group('bus'), 16):02x}:{int(m.group('dev'), 16):02x}.{m.group('fn')}"
+
+
+def is_bdf(text: str) -> bool:
+    """True when ``text`` parses as a PCI address."""
+    return bool(_BDF_RE.match(text.strip()))
+
+
+def bdf_from_nccl_busid(value: str | int) -> str:
+    """Decode NCCL's integer bus id (``1c000`` -> ``0000:1c:00.0``), as ``int64ToBusId`` does."""
+    n = int(value, 16) if isinstance(value, str) else int(value)
+    return f"{(n >> 20) & 0xFFFF:04x}:{(n & 0xFF000) >> 12:02x}:{(n & 0xFF0) >> 4:02x}.{n & 0xF:01x}"

@@ -1,0 +1,25 @@
+"""apps/domain stays plain Python: no Django, no Celery, anywhere in the package."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+DOMAIN = Path(__file__).resolve().parents[2] / "apps" / "domain"
+FORBIDDEN = ("django", "celery", "ninja", "kombu", "redis", "psycopg")
+
+
+def test_domain_imports_no_framework() -> None:
+    offenders = []
+    for path in DOMAIN.rglob("*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in FORBIDDEN:
+                    offenders.append(f"{path.relative_to(DOMAIN.parent.parent)}:{node.lineno} imports {name}")
+    assert not offenders, "\n".join(offenders)
