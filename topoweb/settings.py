@@ -1,0 +1,129 @@
+"""topoweb settings: one module, every deployment choice read from a TOPOWEB_* variable.
+
+See README.md "Settings" for the full list. A bad value stops start-up with a message naming the
+variable (``topoweb.env``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from topoweb.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"  # git-ignored: the default SQLite file, uploads of the dev server
+
+DEBUG = env_bool("TOPOWEB_DEBUG", default=True)
+
+_DEV_SECRET = "topoweb-insecure-development-key-change-me"
+SECRET_KEY = env_str("TOPOWEB_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("TOPOWEB_SECRET_KEY must be set when TOPOWEB_DEBUG is off")
+    SECRET_KEY = _DEV_SECRET
+    if "pytest" not in sys.modules:
+        warnings.warn("TOPOWEB_SECRET_KEY is not set: using the development key (never in production)")
+
+ALLOWED_HOSTS = env_list("TOPOWEB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "apps.topology",
+    "apps.ingest",
+    "apps.explorer",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "topoweb.urls"
+WSGI_APPLICATION = "topoweb.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: TOPOWEB_DATABASE_URL, e.g. postgres://user@127.0.0.1:5432/topoweb; default a SQLite file.
+_default_db = f"sqlite:///{VAR_DIR / 'topoweb.sqlite3'}"
+_db_url = env_str("TOPOWEB_DATABASE_URL") or _default_db
+try:
+    DATABASES = {"default": dj_database_url.parse(_db_url, conn_max_age=60)}
+except Exception as exc:  # dj_database_url raises several types for bad URLs
+    raise ImproperlyConfigured(f"TOPOWEB_DATABASE_URL={_db_url!r}: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(exist_ok=True)
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "static_collected"
+
+# Celery: with TOPOWEB_BROKER_URL unset, tasks run in-process (eager) so `make run` needs no broker.
+CELERY_BROKER_URL = env_str("TOPOWEB_BROKER_URL") or "memory://"
+CELERY_TASK_ALWAYS_EAGER = not env_str("TOPOWEB_BROKER_URL")
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True  # a worker killed mid-task leaves the message for another worker
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+
+# Ingestion
+MAX_REPORT_BYTES = env_int("TOPOWEB_MAX_REPORT_BYTES", 5 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REPORT_BYTES + 1024 * 1024
+SWEEP_AFTER_SECONDS = env_int("TOPOWEB_SWEEP_AFTER_SECONDS", 120, minimum=1)
+
+# Shared read-only path links
+SHARE_LINK_MAX_AGE_DAYS = env_int("TOPOWEB_SHARE_LINK_MAX_AGE_DAYS", 14, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("TOPOWEB_LOG_LEVEL", "INFO")},
+}
