@@ -83,6 +83,7 @@ __all__ = [
     "SPEED_BY_LANE_GBPS",
     "SPEED_BY_CODE",
     "is_command_echo",
+    "missing_lines",
 ]
 
 
@@ -171,6 +172,7 @@ _PHYS_BY_WORD = {
     "polling": 2,
     "disabled": 3,
     "portconfigurationtraining": 4,
+    "portconfigurationtrainning": 4,  # rdma-core devinfo.c spells it so
     "linkup": 5,
     "linkerrorrecovery": 6,
     "phytest": 7,
@@ -275,3 +277,9 @@ _PROMPT_RE = re.compile(r"^\s*(?:.*[$#>]\s*)?(?:sudo\s+)?(?:\S*/)?(ibstat|ibstat
 def is_command_echo(line: str) -> bool:
     """True for a pasted prompt/command line such as ``$ ibstat`` or ``[root@n1 ~]# ibv_devinfo -v``."""
     return bool(_PROMPT_RE.match(line))
+
+
+def missing_lines(where: str, labels: list[str]) -> str:
+    """Warning text for labels a producer always prints but the text lacks."""
+    shown = ", ".join(repr(label + ":") for label in labels)
+    return f"{where} has no {shown} line{'s' if len(labels) > 1 else ''} (output trimmed?)"
