@@ -152,7 +152,9 @@ def read_xml(kind: str, text: str) -> XmlDoc:
     except _ExpatError as exc:
         line_no, _col = getattr(exc, "position", (0, 0))
         code = getattr(exc, "code", None)
-        if code == _ERR_JUNK_AFTER_ROOT and builder.root_closed and builder.root is not None:
+        if builder.root_closed and builder.root is not None:
+            # expat reports junk after the root element as "junk after document element" or,
+            # for text such as a pasted markdown "**", as an invalid token.
             doc = XmlDoc(builder.root, lines)
             doc.notes.append(
                 f"text after the closing </{builder.root.tag}> (line {line_no}) was ignored"
@@ -166,10 +168,10 @@ def read_xml(kind: str, text: str) -> XmlDoc:
             line_no = line_no or _last_content_line(lines)
             raise ParseError(kind, line_no, _line_text(lines, line_no),
                              "no XML element found: the text is not an XML document") from None
-        reason = _REASONS.get(code, "the document is not well-formed XML")
-        detail = str(exc).split(":")[0]
-        if detail and detail not in reason:
-            reason = f"{reason} ({detail})"
+        if builder.root is None and line_no <= 1 and code in (2, 4):
+            raise ParseError(kind, line_no, _line_text(lines, line_no),
+                             "the text is not an XML document (it should start with '<?xml' or a tag)") from None
+        reason = _REASONS.get(code) or f"the document is not well-formed XML ({str(exc).split(':')[0]})"
         raise ParseError(kind, line_no, _line_text(lines, line_no), reason) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # expat refusing odd input
         raise ParseError(kind, 0, "", f"the document could not be read as XML ({type(exc).__name__})") from None
@@ -185,5 +187,5 @@ def truncation_warning(doc: XmlDoc) -> str | None:
     tags = ", ".join(f"<{t}>" for t in doc.open_tags)
     return (
         f"the document is truncated: it stops at line {doc.truncated_at} with {tags} never closed; "
-        "everything up to that line was read, anything after it is missing"
+        "the elements complete before that point were read, anything after it is missing"
     )
