@@ -1,0 +1,748 @@
+"""Intra-host paths on a HostGraph: GPU<->GPU pairs and the NIC NCCL gives each GPU.
+
+Everything here follows NCCL v2.30 defaults (domain.md sections 1a, 1c, 3.1):
+
+* **P2P level.** NCCL does GPU peer-to-peer up to path type ``PXB`` (``p2pLevel = PATH_PXB``,
+  paths.cc L356-365, since 2.23; AMD x86 hosts with at most 2 GPUs get ``SYS``). NCCL folds
+  nvidia-smi ``PHB`` and ``NODE`` into its ``PHB``. Farther pairs use SHM: the data goes through
+  a host-memory buffer local to the receiving GPU (``addInterStep(CPU, cpu(g), GPU, p, GPU, g)``).
+* **NVLink.** A direct NVLink bond is path ``NVL``; both GPUs on NVSwitch is ``NVL`` through the
+  fabric; a pair without NVLink whose GPUs share an NVLink peer is relayed through that GPU
+  (path ``NVB``, N04), which is still peer-to-peer.
+* **P2P status.** When ``nvidia-smi topo -p2p r``/``w`` says a pair is not ``OK``, NCCL falls back
+  to SHM for PCIe pairs and refuses NVLink pairs (N02, P03).
+* **NIC choice** (``ncclTopoGetLocalNet``): among active NIC ports, those with the lowest NCCL
+  path type from the GPU, then the highest bandwidth; GPUs are spread over equally close NICs by
+  device index (``mirrorBits`` when the count is a power of two). A NIC farther than ``PXB`` is
+  reached through PXN when an NVLink peer of the GPU is the NIC's local GPU and is ``PIX``/``PXB``
+  to it (paths.cc L812-842).
+* **GDR level.** GPUDirect RDMA only up to ``PXB`` on x86 (G01); farther, NCCL stages the data in
+  host memory local to the GPU. With PXN the proxy GPU's distance counts.
+
+Functions take the HostGraph ``G`` first (see the engine contract) and return plain dicts in the
+shapes of the snapshot document (``apps/domain/analysis.py``): hop dicts
+``{"from", "to", "from_id", "to_id", "kind", "spec_gbs", "expected_gbs", "flows", "note"}``.
+
+Optional facts read from the graph when present: ``G.graph["p2p"]`` (``nvidia-smi topo -p2p``
+matrices ``{mode: {row: {col: token}}}``), ``G.graph["gdr_module"]`` (False when neither
+nvidia_peermem nor DMA-BUF GDR is available), node attr ``gdr`` (False when NCCL's topology dump
+says ``gdr="0"`` for the GPU or NIC), node attr ``compute`` on NICs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import networkx as nx
+
+__all__ = [
+    "Route",
+    "CLASS_ORDER",
+    "nccl_type",
+    "path_class",
+    "tree_route",
+    "gpu_names",
+    "nic_names",
+    "pair_route",
+    "gpu_pair",
+    "all_gpu_pairs",
+    "nic_choice",
+    "gpu_nic_choice",
+    "gpu_nic_matrix",
+    "route_hops",
+    "bottleneck",
+    "edge_key",
+    "count_flows",
+]
+
+# topo -m tokens, closest first (domain.md 3.1)
+CLASS_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+# NCCL path types (graph.h) with their order; PHB and NODE are both NCCL's PHB.
+NCCL_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
+P2P_LEVEL_DEFAULT = "PXB"
+GDR_LEVEL_DEFAULT = "PXB"
+P2P_OK = "OK"
+
+
+def nccl_type(cls: str | None) -> str | None:
+    """NCCL path type for a topo -m token: ``NV12`` -> ``NVL``, ``NODE`` -> ``PHB``."""
+    if cls is None:
+        return None
+    if cls.startswith("NV") and cls != "NODE":
+        return "NVL"
+    return {"NODE": "PHB", "SOC": "SYS"}.get(cls, cls)
+
+
+def _rank(t: str | None) -> int:
+    return NCCL_TYPES.index(t) if t in NCCL_TYPES else len(NCCL_TYPES)
+
+
+# --------------------------------------------------------------------------------------------
+# the PCIe/CPU tree
+
+
+def _parent(G: nx.Graph, n: str) -> str | None:
+    p = G.nodes[n].get("parent")
+    return p if p in G else None
+
+
+def _ancestry(G: nx.Graph, n: str) -> list[str]:
+    """``n`` and every node above it, up to its CPU (the tree defined by the ``parent`` attrs)."""
+    chain = [n]
+    seen = {n}
+    p = _parent(G, n)
+    while p is not None and p not in seen:
+        chain.append(p)
+        seen.add(p)
+        p = _parent(G, p)
+    return chain
+
+
+def _cpu_of(G: nx.Graph, n: str) -> str | None:
+    for a in _ancestry(G, n):
+        if G.nodes[a].get("kind") == "cpu":
+            return a
+    return None
+
+
+def _socket_path(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
+    """CPU nodes from ``c1`` to ``c2`` over inter-socket links (None when not connected)."""
+    if c1 == c2:
+        return [c1]
+    sub = nx.subgraph_view(G, filter_edge=lambda u, v: G.edges[u, v].get("kind") == "inter_socket")
+    try:
+        return nx.shortest_path(sub, c1, c2)
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        return None
+
+
+def tree_route(G: nx.Graph, a: str, b: str) -> list[str] | None:
+    """Nodes on the PCIe path from ``a`` to ``b``: up to the lowest common ancestor and down,
+    crossing the inter-socket link(s) when the two sit under different CPUs. None when ``a`` or
+    ``b`` is outside the tree or the CPUs are not linked."""
+    up_a, up_b = _ancestry(G, a), _ancestry(G, b)
+    on_b = {n: i for i, n in enumerate(up_b)}
+    for i, n in enumerate(up_a):
+        if n in on_b:
+            return up_a[: i + 1] + list(reversed(up_b[: on_b[n]]))
+    ca, cb = up_a[-1], up_b[-1]
+    if G.nodes[ca].get("kind") != "cpu" or G.nodes[cb].get("kind") != "cpu":
+        return None
+    mid = _socket_path(G, ca, cb)
+    if mid is None:
+        return None
+    return up_a + mid[1:-1] + list(reversed(up_b))
+
+
+def path_class(G: nx.Graph, a: str, b: str) -> str | None:
+    """topo -m token for the PCIe path between two devices, from the tree alone (NVLink ignored).
+
+    Lowest common ancestor a switch (or root port) with both devices directly below it: ``PIX``;
+    a switch farther up: ``PXB``; a root complex: ``PHB``; a CPU (several host bridges): ``NODE``;
+    no common ancestor (different sockets): ``SYS``. None when a device is not in the tree.
+    """
+    if a == b:
+        return "X"
+    up_a, up_b = _ancestry(G, a), _ancestry(G, b)
+    on_b = set(up_b)
+    for i, n in enumerate(up_a):
+        if n in on_b:
+            kind = G.nodes[n].get("kind")
+            if kind in ("switch", "root_port"):
+                j = up_b.index(n)
+                return "PIX" if i == 1 and j == 1 else "PXB"
+            if kind == "root_complex":
+                return "PHB"
+            if kind == "cpu":
+                return "NODE"
+            return "PXB"
+    if G.nodes[up_a[-1]].get("kind") == "cpu" and G.nodes[up_b[-1]].get("kind") == "cpu":
+        return "SYS"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# routes and hops
+
+
+@dataclass(frozen=True)
+class Route:
+    """A way data moves between two devices.
+
+    ``steps`` are ``(u, v)`` graph edges in travel order, plus two pseudo-steps:
+    ``("mem", cpu)`` for a bounce through host memory on that CPU, and ``("nvsw", gpu)`` /
+    ``("nvsw_in", gpu)`` for the hop from/into a GPU through the NVSwitch fabric.
+    """
+
+    src: str
+    dst: str
+    mechanism: str
+    p2p: bool
+    reason: str
+    path_class: str | None
+    nccl_path: str | None
+    steps: tuple[tuple[str, str], ...] = ()
+    via: str | None = None
+    notes: dict = field(default_factory=dict, compare=False)
+
+
+def edge_key(step: tuple[str, str]) -> tuple:
+    """Key under which a step's link is counted (undirected for graph edges)."""
+    if step[0] in ("mem", "nvsw", "nvsw_in"):
+        return ("nvsw", step[1]) if step[0] in ("nvsw", "nvsw_in") else step
+    return tuple(sorted(step))
+
+
+def _steps(nodes: Iterable[str]) -> list[tuple[str, str]]:
+    nodes = list(nodes)
+    return list(zip(nodes, nodes[1:]))
+
+
+def _name(G: nx.Graph, n: str) -> str:
+    d = G.nodes[n] if n in G else {}
+    if d.get("kind") in ("gpu", "nic", "cpu"):
+        return n
+    return d.get("label") or n
+
+
+def _gbs(d: Mapping) -> float | None:
+    v = d.get("expected_gbs")
+    return v if v is not None else d.get("spec_gbs")
+
+
+def _nvswitch_edges(G: nx.Graph, g: str) -> list[dict]:
+    return [
+        G.edges[g, n]
+        for n in G.neighbors(g)
+        if G.nodes[n].get("kind") == "nvswitch" and G.edges[g, n].get("kind") == "nvlink"
+    ]
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(sum(vals), 4) if vals else None
+
+
+def route_hops(G: nx.Graph, route: Route, flows: Mapping | None = None) -> list[dict]:
+    """Hop dicts (snapshot-document shape) for ``route``; ``flows`` maps edge_key -> count."""
+    hops = []
+    flows = flows or {}
+    for step in route.steps:
+        f = int(flows.get(edge_key(step), 1) or 1)
+        if step[0] == "mem":
+            cpu = step[1]
+            numa = G.nodes[cpu].get("numa")
+            where = f"NUMA node {numa}" if numa is not None else cpu
+            hops.append({
+                "from": cpu, "to": cpu, "from_id": cpu, "to_id": cpu, "kind": "host_memory_copy",
+                "spec_gbs": None, "expected_gbs": None, "flows": f,
+                "note": route.notes.get("mem") or f"data staged in host memory on {where}",
+            })
+            continue
+        if step[0] in ("nvsw", "nvsw_in"):
+            g = step[1]
+            edges = _nvswitch_edges(G, g)
+            links = sum(int(e.get("links") or 0) for e in edges)
+            a, b = (g, "NVSwitch") if step[0] == "nvsw" else ("NVSwitch", g)
+            hops.append({
+                "from": a, "to": b, "from_id": g if a == g else "nvswitch", "to_id": g if b == g else "nvswitch",
+                "kind": "nvswitch", "spec_gbs": _sum(e.get("spec_gbs") for e in edges),
+                "expected_gbs": _sum(e.get("expected_gbs") for e in edges), "flows": f,
+                "note": f"{links} NVLinks of {g} into the NVSwitch fabric" if links else None,
+            })
+            continue
+        u, v = step
+        d = G.edges[u, v]
+        hops.append({
+            "from": _name(G, u), "to": _name(G, v), "from_id": u, "to_id": v,
+            "kind": d.get("kind") or "pcie", "spec_gbs": d.get("spec_gbs"),
+            "expected_gbs": d.get("expected_gbs"), "flows": f, "note": d.get("note"),
+        })
+    return hops
+
+
+def bottleneck(hops: list[dict]) -> tuple[int | None, float | None]:
+    """Index and GB/s of the slowest hop (expected, else spec); hops without a figure are skipped."""
+    best: tuple[int | None, float | None] = (None, None)
+    for i, h in enumerate(hops):
+        v = _gbs(h)
+        if v is not None and (best[1] is None or v < best[1]):
+            best = (i, v)
+    return best
+
+
+def _route_gbs(G: nx.Graph, route: Route) -> float | None:
+    return bottleneck(route_hops(G, route))[1]
+
+
+# --------------------------------------------------------------------------------------------
+# GPU pairs
+
+
+def gpu_names(G: nx.Graph) -> list[str]:
+    """GPU node ids ordered by index."""
+    gpus = [n for n, d in G.nodes(data=True) if d.get("kind") == "gpu"]
+    return sorted(gpus, key=lambda n: (G.nodes[n].get("index") if G.nodes[n].get("index") is not None else 1 << 30, n))
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def nic_names(G: nx.Graph) -> list[str]:
+    """NIC port node ids in natural name order (NCCL's device order; rail index = position)."""
+    return sorted((n for n, d in G.nodes(data=True) if d.get("kind") == "nic"), key=_natural)
+
+
+def _nvlinks(G: nx.Graph, a: str, b: str) -> int:
+    if G.has_edge(a, b) and G.edges[a, b].get("kind") == "nvlink":
+        return int(G.edges[a, b].get("links") or 1)
+    return 0
+
+
+def _nvswitch_links(G: nx.Graph, g: str) -> int:
+    return sum(int(e.get("links") or 1) for e in _nvswitch_edges(G, g))
+
+
+def _p2p_level(G: nx.Graph) -> str:
+    vendor = (G.graph.get("cpu_vendor") or "").lower()
+    if vendor == "amd" and len(gpu_names(G)) <= 2:
+        return "SYS"
+    return P2P_LEVEL_DEFAULT
+
+
+def _p2p_status(G: nx.Graph, a: str, b: str, nvlink: bool, p2p: Mapping | None) -> tuple[str, str] | None:
+    """(mode, token) of the first ``topo -p2p`` matrix saying the pair cannot do P2P, else None."""
+    p2p = p2p if p2p is not None else G.graph.get("p2p") or {}
+    for mode, matrix in sorted(p2p.items()):
+        m = str(mode).lower()[:1]
+        if m not in ("r", "w") and not (m == "n" and nvlink):
+            continue
+        row = (matrix or {}).get(a) or {}
+        tok = row.get(b) or ((matrix or {}).get(b) or {}).get(a)
+        if tok and tok.strip().upper() not in (P2P_OK, "X"):
+            return str(mode), tok.strip().upper()
+    return None
+
+
+_P2P_WORDS = {
+    "CNS": "the chipset does not support it",
+    "GNS": "the GPU does not support it",
+    "TNS": "the topology does not support it",
+    "NS": "it is not supported",
+    "DR": "it is disabled by a driver registry key",
+    "U": "the status is unknown",
+}
+
+
+def _shm_route(G: nx.Graph, a: str, b: str) -> list[tuple[str, str]] | None:
+    """a -> host memory local to b (NCCL's SHM / 'divert through the CPU') -> b."""
+    cb = _cpu_of(G, b)
+    ca = _cpu_of(G, a)
+    if ca is None or cb is None:
+        return None
+    up_a = _ancestry(G, a)
+    up_b = _ancestry(G, b)
+    mid = _socket_path(G, ca, cb)
+    if mid is None:
+        return None
+    nodes_to_cpu = up_a + mid[1:]
+    return _steps(nodes_to_cpu) + [("mem", cb)] + _steps(reversed(up_b))
+
+
+def pair_route(G: nx.Graph, a: str, b: str, *, p2p: Mapping | None = None) -> Route:
+    """How NCCL moves data from GPU ``a`` to GPU ``b`` (defaults of NCCL 2.30).
+
+    >>> G = nx.Graph(cpu_vendor="intel")
+    >>> G.add_node("cpu0", kind="cpu", numa=0); G.add_node("rc0", kind="root_complex", parent="cpu0")
+    >>> G.add_node("sw", kind="switch", parent="rc0")
+    >>> for g in ("GPU0", "GPU1"): G.add_node(g, kind="gpu", index=int(g[3]), parent="sw")
+    >>> G.add_edges_from([("rc0", "cpu0", {"kind": "cpu_link"}), ("sw", "rc0", {"kind": "pcie"}),
+    ...                   ("GPU0", "sw", {"kind": "pcie"}), ("GPU1", "sw", {"kind": "pcie"})])
+    >>> r = pair_route(G, "GPU0", "GPU1"); (r.mechanism, r.p2p, r.path_class)
+    ('pcie_p2p', True, 'PIX')
+    """
+    links = _nvlinks(G, a, b)
+    pcls = path_class(G, a, b)
+    if links:
+        bad = _p2p_status(G, a, b, True, p2p)
+        steps = ((a, b),)
+        if bad:
+            return Route(a, b, "nvlink", False,
+                         f"{a} and {b} share {links} NVLinks but nvidia-smi topo -p2p {bad[0]} says {bad[1]}: "
+                         "NCCL stops with 'P2P is disabled between NVLINK connected GPUs' (likely a hardware "
+                         "or driver fault)", f"NV{links}", "NVL", steps)
+        return Route(a, b, "nvlink", True, f"direct NVLink bond of {links} links (NV{links})",
+                     f"NV{links}", "NVL", steps)
+    sa, sb = _nvswitch_links(G, a), _nvswitch_links(G, b)
+    if sa and sb:
+        n = min(sa, sb)
+        bad = _p2p_status(G, a, b, True, p2p)
+        steps = (("nvsw", a), ("nvsw_in", b))
+        if bad:
+            return Route(a, b, "nvswitch", False,
+                         f"{a} and {b} reach each other through NVSwitch but nvidia-smi topo -p2p {bad[0]} says "
+                         f"{bad[1]}: NCCL stops with 'P2P is disabled between NVLINK connected GPUs'",
+                         f"NV{n}", "NVL", steps)
+        return Route(a, b, "nvswitch", True, f"through the NVSwitch fabric ({n} NVLinks per GPU)",
+                     f"NV{n}", "NVL", steps)
+    # NVB: relay through a GPU that has NVLink to both (NCCL allows one intermediate GPU)
+    relays = []
+    for k in gpu_names(G):
+        if k in (a, b):
+            continue
+        la, lb = _nvlinks(G, a, k), _nvlinks(G, k, b)
+        if la and lb:
+            relays.append((-min(la, lb), G.nodes[k].get("index") or 0, k))
+    if relays:
+        k = sorted(relays)[0][2]
+        bad = _p2p_status(G, a, k, True, p2p) or _p2p_status(G, k, b, True, p2p)
+        steps = ((a, k), (k, b))
+        if not bad:
+            return Route(a, b, "nvlink", True,
+                         f"no direct NVLink; NCCL relays through {k} over NVLink (path NVB), still peer-to-peer",
+                         pcls, "NVB", steps, via=k)
+    level = _p2p_level(G)
+    ntype = nccl_type(pcls)
+    if pcls is None:
+        return Route(a, b, "shm", False, f"the PCIe path between {a} and {b} is unknown", None, None, ())
+    if _rank(ntype) <= _rank(level):
+        bad = _p2p_status(G, a, b, False, p2p)
+        nodes = tree_route(G, a, b) or [a, b]
+        if not bad:
+            return Route(a, b, "pcie_p2p", True,
+                         f"PCIe peer-to-peer ({pcls}: within NCCL's default P2P level {level})",
+                         pcls, ntype, tuple(_steps(nodes)))
+        reason = (f"the wiring allows PCIe P2P ({pcls}) but nvidia-smi topo -p2p {bad[0]} says {bad[1]} "
+                  f"({_P2P_WORDS.get(bad[1], 'P2P is refused')}); NCCL uses host memory (SHM) instead")
+    else:
+        where = {
+            "PHB": "through the CPU's PCIe host bridge",
+            "NODE": "between PCIe host bridges of one CPU",
+            "SYS": "across the inter-socket link",
+        }.get(pcls, pcls)
+        reason = (f"path {pcls} ({where}) is beyond NCCL's default P2P level {level}: "
+                  "NCCL copies through host memory (SHM)")
+    steps = _shm_route(G, a, b) or []
+    cb = _cpu_of(G, b)
+    return Route(a, b, "shm", False, reason, pcls, ntype, tuple(steps),
+                 notes={"mem": f"NCCL SHM: {a} writes into a host-memory buffer local to {b} ({cb}), {b} reads it"})
+
+
+def _pair_dict(G: nx.Graph, r: Route, flows: Mapping | None = None) -> dict:
+    hops = route_hops(G, r, flows)
+    idx, gbs = bottleneck(hops)
+    return {
+        "a": r.src, "b": r.dst, "path_class": r.path_class, "nccl_path": r.nccl_path,
+        "mechanism": r.mechanism, "p2p": r.p2p, "reason": r.reason, "via": r.via,
+        "bottleneck": idx, "bottleneck_gbs": gbs, "hops": hops,
+    }
+
+
+def gpu_pair(G: nx.Graph, a: str, b: str, *, p2p: Mapping | None = None, flows: Mapping | None = None) -> dict:
+    """The ``gpu_pairs`` entry for ``a`` -> ``b``: mechanism, p2p, reason, hops, bottleneck.
+
+    ``flows`` (edge_key -> count, see :func:`count_flows`) fills each hop's ``flows``; without it
+    every hop carries 1 flow.
+    """
+    return _pair_dict(G, pair_route(G, a, b, p2p=p2p), flows)
+
+
+def all_gpu_pairs(G: nx.Graph, *, p2p: Mapping | None = None) -> tuple[list[Route], list[dict]]:
+    """Routes and ``gpu_pairs`` entries (a < b by index) for every GPU pair; hop flows count
+    the pairs that share each link when every pair transfers at once."""
+    gpus = gpu_names(G)
+    routes = [pair_route(G, a, b, p2p=p2p) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+    flows = count_flows(routes)
+    return routes, [_pair_dict(G, r, flows) for r in routes]
+
+
+def count_flows(routes: Iterable[Route]) -> Counter:
+    """Number of routes using each link (edge_key), each route counted once per link."""
+    c: Counter = Counter()
+    for r in routes:
+        for k in {edge_key(s) for s in r.steps}:
+            c[k] += 1
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# GPU -> NIC
+
+
+def _nic_rate_gbs(G: nx.Graph, n: str) -> float | None:
+    rate = G.nodes[n].get("rate_gbps")
+    return round(float(rate) / 8, 4) if rate else None
+
+
+def _direct_nic_route(G: nx.Graph, g: str, n: str, gdr: bool, note: str | None = None) -> list[tuple[str, str]]:
+    """GPU -> NIC: straight over PCIe (GDR) or staged in host memory local to the GPU."""
+    if gdr:
+        nodes = tree_route(G, g, n)
+        return _steps(nodes) if nodes else []
+    cg, cn = _cpu_of(G, g), _cpu_of(G, n)
+    if cg is None or cn is None:
+        return []
+    mid = _socket_path(G, cg, cn)
+    if mid is None:
+        return []
+    return _steps(_ancestry(G, g)) + [("mem", cg)] + _steps(mid) + _steps(reversed(_ancestry(G, n)))
+
+
+def _cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, float | None]:
+    """(topo class, NCCL type, NCCL-style path bandwidth incl. the port rate) for GPU g -> NIC n."""
+    cls = path_class(G, g, n)
+    if cls is None:
+        return None, None, None
+    nodes = tree_route(G, g, n) or []
+    specs = [G.edges[u, v].get("spec_gbs") for u, v in _steps(nodes)]
+    specs.append(_nic_rate_gbs(G, n))
+    vals = [s for s in specs if s is not None]
+    return cls, nccl_type(cls), (min(vals) if vals else None)
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+def _mirror_bits(val: int, pow2: int) -> int:
+    """NCCL's mirrorBits: reverse the low log2(pow2) bits of ``val``."""
+    mirror, b, mb = 0, 1, pow2 >> 1
+    while b < pow2:
+        if val & b:
+            mirror |= mb
+        b <<= 1
+        mb >>= 1
+    return mirror
+
+
+def _gpu_dev(G: nx.Graph, g: str) -> int:
+    idx = G.nodes[g].get("index")
+    return int(idx) if idx is not None else gpu_names(G).index(g)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """Precomputed GPU x NIC cells: {(g, n): (class, nccl type, bw)}."""
+
+    cells: dict
+    gpus: list
+    nics: list
+
+    def local_nics(self, g: str, types: Mapping | None = None) -> list[str]:
+        """ncclTopoGetLocal(GPU g -> NET): lowest path type, then highest bandwidth."""
+        cand = [(n, (types or {}).get((g, n)) or self.cells[g, n][1], self.cells[g, n][2]) for n in self.nics
+                if self.cells[g, n][1] is not None]
+        if not cand:
+            return []
+        best = min(_rank(t) for _, t, _ in cand)
+        cand = [(n, bw) for n, t, bw in cand if _rank(t) == best]
+        top = max((bw or 0.0) for _, bw in cand)
+        return [n for n, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
+
+    def local_gpus(self, n: str) -> list[str]:
+        cand = [(g, self.cells[g, n][1], self.cells[g, n][2]) for g in self.gpus if self.cells[g, n][1] is not None]
+        if not cand:
+            return []
+        best = min(_rank(t) for _, t, _ in cand)
+        cand = [(g, bw) for g, t, bw in cand if _rank(t) == best]
+        top = max((bw or 0.0) for _, bw in cand)
+        return [g for g, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
+
+
+def _local_net(G: nx.Graph, cells: _Cells, g: str, channel: int = 0, types: Mapping | None = None) -> str | None:
+    """ncclTopoGetLocalNet: spread GPUs over their equally close NICs by device index."""
+    nets = cells.local_nics(g, types)
+    if not nets:
+        return None
+    gpus = cells.local_gpus(nets[0])
+    net = _gpu_dev(G, g)
+    if _is_pow2(len(nets)):
+        net = _mirror_bits(net, len(nets))
+    net += channel % max(1, -(-len(nets) // max(1, len(gpus))))
+    return nets[net % len(nets)]
+
+
+def _local_gpu(G: nx.Graph, cells: _Cells, n: str) -> str | None:
+    """ncclTopoGetLocalGpu: the closest GPU that picks this NIC on some channel."""
+    gpus = cells.local_gpus(n)
+    for c in range(4):
+        for g in gpus:
+            if _local_net(G, cells, g, c) == n:
+                return g
+    return None
+
+
+_FAR = "far"  # sentinel: beyond the default GDR level; the caller words the reason
+
+
+def _gdr_block(G: nx.Graph, g: str, n: str, ntype: str | None) -> str | None:
+    """Why GPUDirect RDMA is off between GPU g and NIC n (None when it is on)."""
+    if G.graph.get("gdr_module") is False:
+        return ("no GPUDirect RDMA kernel support (neither nvidia_peermem nor DMA-BUF): "
+                "NCCL stages every inter-node byte in host memory")
+    if G.nodes[n].get("gdr") is False:
+        return f"NCCL's topology dump marks {n} without GPUDirect RDMA support (gdr=0)"
+    if G.nodes[g].get("gdr") is False:
+        return f"NCCL's topology dump marks {g} without GPUDirect RDMA support (gdr=0)"
+    if ntype is None:
+        return f"the PCIe path between {g} and {n} is unknown"
+    if _rank(ntype) > _rank(GDR_LEVEL_DEFAULT):
+        return _FAR
+    return None
+
+
+def _far_reason(g: str, n: str, cls: str, gcpu: str | None) -> str:
+    where = {
+        "PHB": "through the CPU's PCIe host bridge",
+        "NODE": "between PCIe host bridges of the CPU",
+        "SYS": "across the inter-socket link",
+    }.get(cls, cls)
+    return (f"{n} is {cls} from {g} ({where}), beyond NCCL's default GPUDirect RDMA level PXB: "
+            f"data is staged in host memory{' of ' + gcpu if gcpu else ''} near {g}")
+
+
+def _candidates(G: nx.Graph, include_inactive: bool) -> list[str]:
+    out = []
+    for n in nic_names(G):
+        d = G.nodes[n]
+        if not include_inactive and (d.get("active") is False or
+                                     (d.get("state") and str(d.get("state")).lower() != "active")):
+            continue
+        out.append(n)
+    return out
+
+
+def _cells(G: nx.Graph, nics: list[str]) -> _Cells:
+    gpus = gpu_names(G)
+    return _Cells({(g, n): _cell(G, g, n) for g in gpus for n in nics}, gpus, nics)
+
+
+def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict]:
+    """Per GPU: the NIC NCCL would use and how (internal records; see :func:`gpu_nic_choice`).
+
+    Returns {gpu: {"nic", "path_class", "nccl_path", "gdr", "reason", "pxn_via", "route",
+    "pxn_route"}}; GPUs with no reachable NIC are absent.
+    """
+    nics = _candidates(G, include_inactive)
+    cells = _cells(G, nics)
+    gpus = cells.gpus
+    # PXN (paths.cc L812-842): GPU g reaches a far NIC n through n's local GPU p when p is
+    # PIX/PXB to n, NVLink-connected to g, and g's own path is beyond PXB (or slower).
+    local_gpu = {n: _local_gpu(G, cells, n) for n in nics}
+    pxn: dict[tuple[str, str], str] = {}
+    types: dict[tuple[str, str], str] = {}
+    for n in nics:
+        p = local_gpu[n]
+        if p is None:
+            continue
+        pcls, ptype, pbw = cells.cells[p, n]
+        if _rank(ptype) > _rank("PXB"):
+            continue
+        for g in gpus:
+            if g == p:
+                continue
+            cls, t, bw = cells.cells[g, n]
+            if t is None:
+                continue
+            if not (_nvlinks(G, g, p) or (_nvswitch_links(G, g) and _nvswitch_links(G, p))):
+                continue
+            if (pbw or 0) > (bw or 0) or _rank(t) > _rank("PXB"):
+                pxn[g, n] = p
+                types[g, n] = "PXN"
+    out: dict[str, dict] = {}
+    for g in gpus:
+        n = _local_net(G, cells, g, 0, types)
+        if n is None:
+            continue
+        cls, t, _bw = cells.cells[g, n]
+        via = pxn.get((g, n))
+        gcpu = _cpu_of(G, g)
+        block = _gdr_block(G, g, n, t)
+        gdr = block is None
+        reason = "GPUDirect RDMA: the NIC reads and writes GPU memory directly over PCIe" if gdr else (
+            _far_reason(g, n, cls, gcpu) if block == _FAR else block)
+        route = Route(g, n, "gdr" if gdr else "host_staged", gdr, reason, cls, t,
+                      tuple(_direct_nic_route(G, g, n, gdr)),
+                      notes={"mem": f"GPUDirect RDMA off: {g}'s data is staged in host memory"
+                                    f"{' of ' + gcpu if gcpu else ''}, the NIC reads it from there"})
+        pxn_route = None
+        if via is not None:
+            pblock = _gdr_block(G, via, n, cells.cells[via, n][1])
+            pgdr = pblock is None
+            hop0 = (g, via) if _nvlinks(G, g, via) else None
+            first = [hop0] if hop0 else [("nvsw", g), ("nvsw_in", via)]
+            pxn_route = Route(g, n, "pxn", pgdr,
+                              f"PXN: {g} sends over NVLink to {via}, which is "
+                              f"{cells.cells[via, n][0]} to {n}" + (" and uses GPUDirect RDMA" if pgdr else ""),
+                              cls, "PXN", tuple(first + _direct_nic_route(G, via, n, pgdr)), via=via)
+        out[g] = {"nic": n, "path_class": cls, "nccl_path": t if via is None else "PXN", "gdr": gdr,
+                  "reason": reason, "pxn_via": via, "route": route, "pxn_route": pxn_route}
+    return out
+
+
+def _send_route(rec: dict) -> Route:
+    """What NCCL uses for sending: PXN when available (GPU->NIC direction only), else direct."""
+    return rec["pxn_route"] or rec["route"]
+
+
+def gpu_nic_choice(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> list[dict]:
+    """The ``gpu_nic`` entries: per GPU, the NIC NCCL would pick, class, GDR and why, the hops
+    (the GPU's own path), and the PXN relay when one exists (``pxn_via``, ``pxn_hops``).
+
+    Hop flows count the GPUs whose traffic crosses each link when every GPU talks to its NIC
+    at once (sending through PXN where NCCL would).
+    """
+    choice = nic_choice(G) if choice is None else choice
+    flows = count_flows(_send_route(r) for r in choice.values())
+    share = Counter(r["nic"] for r in choice.values())
+    out = []
+    for g in gpu_names(G):
+        rec = choice.get(g)
+        if rec is None:
+            continue
+        n = rec["nic"]
+        hops = route_hops(G, rec["route"], flows)
+        idx, gbs = bottleneck(hops)
+        port = _nic_port_gbs(G, n)
+        bw = min((v for v in (gbs, port) if v is not None), default=None)
+        entry = {
+            "gpu": g, "nic": n, "label": G.nodes[n].get("label"), "path_class": rec["path_class"],
+            "nccl_path": rec["nccl_path"], "gdr": rec["gdr"], "reason": rec["reason"], "bandwidth_gbs": bw,
+            "bottleneck": idx, "nic_share": share[n], "pxn_via": rec["pxn_via"], "hops": hops,
+            "pxn_hops": None, "pxn_gdr": None, "pxn_bandwidth_gbs": None,
+        }
+        if rec["pxn_route"] is not None:
+            ph = route_hops(G, rec["pxn_route"], flows)
+            pgbs = bottleneck(ph)[1]
+            entry.update(pxn_hops=ph, pxn_gdr=rec["pxn_route"].p2p,
+                         pxn_bandwidth_gbs=min((v for v in (pgbs, port) if v is not None), default=None))
+        out.append(entry)
+    return out
+
+
+def _nic_port_gbs(G: nx.Graph, n: str) -> float | None:
+    """Expected GB/s of the NIC port (edge attr-free: from rate_gbps)."""
+    from apps.domain.bandwidth import ib_port
+
+    return ib_port(G.nodes[n].get("rate_gbps")).expected_gbs
+
+
+def gpu_nic_matrix(G: nx.Graph) -> list[dict]:
+    """Every GPU x NIC cell: topo class, NCCL type, GDR (by distance) and bottleneck GB/s."""
+    out = []
+    for g in gpu_names(G):
+        for n in nic_names(G):
+            cls = path_class(G, g, n)
+            t = nccl_type(cls)
+            gdr = _gdr_block(G, g, n, t) is None
+            r = Route(g, n, "", gdr, "", cls, t, tuple(_direct_nic_route(G, g, n, gdr)))
+            gbs = _route_gbs(G, r) if cls is not None else None
+            port = _nic_port_gbs(G, n)
+            bw = min((v for v in (gbs, port) if v is not None), default=None)
+            out.append({"gpu": g, "nic": n, "path_class": cls, "nccl_path": t, "gdr": gdr, "bandwidth_gbs": bw})
+    return out
