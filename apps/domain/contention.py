@@ -1,0 +1,142 @@
+"""Shared links under load: how many flows cross each root complex, root port, switch uplink
+and inter-socket link, and how far demand exceeds capacity (rules P09, P10, H02).
+
+Two scenarios, both per direction (every flow also runs the other way, symmetrically):
+
+* ``gpu_to_nic``: every GPU sends to the NIC NCCL gives it (``paths.nic_choice``), over PXN
+  where NCCL would, else directly (GPUDirect RDMA) or staged in host memory near the GPU. A flow
+  wants ``min(its GPU's PCIe link, its NIC's port rate / GPUs sharing that NIC)``.
+* ``all_pairs``: every GPU sends to every other GPU at once; NVLink/NVSwitch pairs leave PCIe
+  alone. A flow wants ``min(GPU a link, GPU b link) / (GPUs - 1)``: a GPU splits its own link
+  over its peers.
+
+An element is reported when at least two flows share it (the inter-socket link: when any flow
+crosses it). ``demand_gbs`` sums the flows' wants; ``capacity_gbs`` is the element's link
+(expected GB/s, else spec); ``ratio = demand / capacity`` (> 1: oversubscribed).
+
+Capacity links: a switch's uplink (switch -> parent edge); a root port's link (root port ->
+root complex edge when it carries a figure, else the link to its only child); a root complex's
+link to its CPU (``cpu_link``, reported only when that link has a figure); each inter-socket
+edge. Flows are counted on the same edge the capacity comes from, except for a root port whose
+capacity comes from its child link, where flows through the root port are counted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Mapping
+
+import networkx as nx
+
+from apps.domain import paths
+
+__all__ = ["contention", "flows_gpu_to_nic", "flows_all_pairs", "elements"]
+
+
+def _gbs(d: Mapping) -> float | None:
+    v = d.get("expected_gbs")
+    return v if v is not None else d.get("spec_gbs")
+
+
+def _own_link(G: nx.Graph, n: str) -> float | None:
+    p = G.nodes[n].get("parent")
+    if p in G and G.has_edge(n, p):
+        return _gbs(G.edges[n, p])
+    return None
+
+
+def _min(*vals: float | None) -> float | None:
+    v = [x for x in vals if x is not None]
+    return min(v) if v else None
+
+
+def flows_gpu_to_nic(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> list[tuple[paths.Route, float | None]]:
+    """(route, demand GB/s) for every GPU sending to its NIC at once."""
+    choice = paths.nic_choice(G) if choice is None else choice
+    share: dict[str, int] = defaultdict(int)
+    for rec in choice.values():
+        share[rec["nic"]] += 1
+    out = []
+    for g, rec in choice.items():
+        route = rec["pxn_route"] or rec["route"]
+        n = rec["nic"]
+        port = paths._nic_port_gbs(G, n)
+        nic_share = port / share[n] if port is not None else None
+        out.append((route, _min(_own_link(G, g), nic_share)))
+    return out
+
+
+def flows_all_pairs(G: nx.Graph, routes: Iterable[paths.Route] | None = None) -> list[tuple[paths.Route, float | None]]:
+    """(route, demand GB/s) for every ordered GPU pair transferring at once (one route per
+    unordered pair; the reverse direction is symmetric)."""
+    if routes is None:
+        routes, _ = paths.all_gpu_pairs(G)
+    n = max(1, len(paths.gpu_names(G)) - 1)
+    out = []
+    for r in routes:
+        want = _min(_own_link(G, r.src), _own_link(G, r.dst))
+        out.append((r, want / n if want is not None else None))
+    return out
+
+
+def elements(G: nx.Graph) -> list[tuple[str, str, str, tuple, float | None]]:
+    """(element id, label, kind, counting key, capacity GB/s) for every shared-capacity point."""
+    out = []
+    for n, d in G.nodes(data=True):
+        kind = d.get("kind")
+        parent = d.get("parent")
+        label = d.get("label") or n
+        if kind == "switch" and parent in G and G.has_edge(n, parent):
+            out.append((n, f"uplink of PCIe switch {label}", "switch_uplink", ("edge", tuple(sorted((n, parent)))),
+                        _gbs(G.edges[n, parent])))
+        elif kind == "root_port":
+            up = _gbs(G.edges[n, parent]) if parent in G and G.has_edge(n, parent) else None
+            kids = [c for c in G.neighbors(n) if G.nodes[c].get("parent") == n]
+            if up is not None:
+                out.append((n, f"root port {label}", "root_port", ("edge", tuple(sorted((n, parent)))), up))
+            elif len(kids) == 1:
+                out.append((n, f"root port {label}", "root_port", ("node", n), _gbs(G.edges[n, kids[0]])))
+        elif kind == "root_complex" and parent in G and G.has_edge(n, parent):
+            cap = _gbs(G.edges[n, parent])
+            if cap is not None:
+                out.append((n, f"root complex {label}", "root_complex", ("edge", tuple(sorted((n, parent)))), cap))
+    for u, v, d in G.edges(data=True):
+        if d.get("kind") == "inter_socket":
+            a, b = sorted((u, v))
+            out.append((f"{a}-{b}", f"inter-socket link {a}-{b}", "inter_socket", ("edge", (a, b)), _gbs(d)))
+    return sorted(out, key=lambda e: (e[2], e[0]))
+
+
+def _uses(route: paths.Route, key: tuple) -> bool:
+    if key[0] == "edge":
+        return any(paths.edge_key(s) == key[1] for s in route.steps)
+    node = key[1]
+    return any(node in s for s in route.steps if s[0] not in ("mem", "nvsw", "nvsw_in"))
+
+
+def _tally(G: nx.Graph, scenario: str, flows: list[tuple[paths.Route, float | None]]) -> list[dict]:
+    out = []
+    for elem, label, kind, key, cap in elements(G):
+        using = [(r, w) for r, w in flows if _uses(r, key)]
+        if len(using) < (1 if kind == "inter_socket" else 2) or cap in (None, 0):
+            continue
+        devices = sorted({x for r, _ in using for x in (r.src, r.dst)}, key=paths._natural)
+        demand = round(sum(w for _, w in using if w is not None), 4)
+        out.append({
+            "element": elem, "label": label, "kind": kind, "scenario": scenario, "devices": devices,
+            "flows": len(using), "demand_gbs": demand, "capacity_gbs": cap, "ratio": round(demand / cap, 4),
+        })
+    return out
+
+
+def contention(G: nx.Graph, *, choice: Mapping[str, dict] | None = None,
+               pair_routes: Iterable[paths.Route] | None = None) -> list[dict]:
+    """The snapshot document's ``contention`` list for both scenarios, worst ratio first.
+
+    >>> G = nx.Graph()
+    >>> contention(G)
+    []
+    """
+    rows = _tally(G, "gpu_to_nic", flows_gpu_to_nic(G, choice))
+    rows += _tally(G, "all_pairs", flows_all_pairs(G, pair_routes))
+    return sorted(rows, key=lambda r: (-r["ratio"], r["scenario"], r["element"]))
