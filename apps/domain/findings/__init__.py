@@ -1,0 +1,47 @@
+"""Diagnosis rules: ``evaluate(doc, results)`` turns one host's snapshot document into findings.
+
+``doc`` is the snapshot document of ``apps/domain/analysis.py`` without its ``findings`` key;
+``results`` maps a section kind (``nvidia_smi_p2p``, ``lspci_verbose``, ``nvidia_smi_nvlink``,
+``ibstat``, ``nvidia_smi_gpus``, ``nccl_env`` ...) to that parser's result, for the raw details the
+document does not keep (P2P tokens, ACSCtl flags, per-link NVLink rates, LIDs, pstate, NCCL env).
+
+The rules are those of ``/work/shared/docs/domain.md`` section 1, one module per family:
+``pcie`` (P01-P11), ``nvlink`` (N01-N05), ``gdr`` (G01-G06), ``fabric`` (F01-F07), ``host``
+(H01-H07 and X01, "sources disagree"). Each finding is
+``{"rule", "severity", "title", "devices", "message", "fix", "source"}``; the list is sorted by
+severity (CRIT, HIGH, MED, LOW, INFO) then rule id then devices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from apps.domain.findings import fabric, gdr, host, nvlink, pcie
+from apps.domain.findings._base import SEVERITIES, SEVERITY_RANK, Ctx, gpu_sort_key
+
+__all__ = ["evaluate", "ALL_RULES", "SEVERITIES", "rule_ids"]
+
+ALL_RULES = pcie.RULES + nvlink.RULES + gdr.RULES + fabric.RULES + host.RULES
+
+
+def rule_ids() -> list[str]:
+    """The rule ids topoweb evaluates (``P01`` ... ``X01``)."""
+    return sorted({fn.__name__.split("_", 1)[1].upper() for fn in ALL_RULES})
+
+
+def evaluate(doc: Mapping[str, Any], results: Mapping[str, Any] | None = None, *, strict: bool = False) -> list[dict]:
+    """Evaluate every rule on one host.
+
+    A rule whose inputs are missing returns nothing. A rule that fails on unexpected input is
+    skipped (``strict=True`` re-raises, for tests) so one odd section never hides the others.
+    """
+    ctx = Ctx(doc, results)
+    out: list[dict] = []
+    for rule in ALL_RULES:
+        try:
+            out.extend(rule(ctx))
+        except Exception:
+            if strict:
+                raise
+    out.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], f["rule"], [gpu_sort_key(d) for d in f["devices"]]))
+    return out

@@ -1,0 +1,182 @@
+"""Host, NUMA and environment rules H01, H02, H03, H04, H07 of domain.md section 1e, and X01
+(the sources of one host disagree).
+
+Inputs: the document's ``gpus`` (CPU affinity, NUMA), ``gpu_nic``, ``nics``, ``warnings``; the NCCL
+environment (``nccl_env`` result) for H03/H04/H07. H05/H06/H08 need interfaces, CUDA env or
+several nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from apps.domain.findings._base import (
+    Ctx, Rule, as_int, as_list, finding, gpu_sort_key, join, normalize_token, nv_count,
+)
+
+H01 = Rule("H01", "Rank pinned away from its GPU", "MED",
+           "Bind ranks per GPU NUMA node (numactl, Slurm --cpu-bind/--gpu-bind), or set NCCL_IGNORE_CPU_AFFINITY=1.",
+           "topo.cc L2148-2190 [S3]; env NCCL_IGNORE_CPU_AFFINITY [S12]")
+H02 = Rule("H02", "GPU and its NIC on different NUMA nodes", "MED",
+           "Use per-socket NICs and assign local rank -> GPU -> NIC consistently.",
+           "Derived from paths.cc [S2] and the GPUDirect RDMA doc [S17]")
+H03 = Rule("H03", "P2P forcibly disabled", "HIGH",
+           "Remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL=LOC (also check /etc/nccl.conf, ~/.nccl.conf and container "
+           "images); fix the root cause (P04/P05).",
+           "env doc (debugging section) [S12]; NCCL #667 [S36]")
+H04 = Rule("H04", "IB transport disabled / fell back to sockets", "HIGH",
+           "Remove NCCL_IB_DISABLE; fix NCCL_IB_HCA; expose /dev/infiniband (uverbs, rdma_cm) to containers.",
+           "env NCCL_IB_DISABLE [S12]; NCCL #1105 [S66]; NVSentinel char-device check [S32]")
+H07 = Rule("H07", "Debug variables left set", "LOW",
+           "Remove them, or document why each is needed.",
+           "env doc Debugging preamble [S12]; nccl-tests all_reduce.cu [S16]")
+X01 = Rule("X01", "sources disagree", "MED",
+           "Check which source is right (re-run the commands on the node; prefer lspci/sysfs ancestry for the PCIe "
+           "tree and nvidia-smi for NVLink) before acting on findings that depend on it.",
+           "domain.md section 1 evaluation notes (prefer sysfs ancestry, cross-check the topo token) and 4.1 joins")
+
+_DEBUG_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE",
+               "NCCL_NTHREADS", "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_IB_DISABLE",
+               "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_P2P_READ_ENABLE", "NCCL_P2P_NET_CHUNKSIZE")
+
+
+def _topo_affinity(ctx: Ctx, name: str) -> str | None:
+    for g in as_list((ctx.results.get("nvidia_smi_topo") or {}).get("gpus")):
+        if isinstance(g, Mapping) and (g.get("name") == name or f"GPU{g.get('index')}" == name):
+            return g.get("cpu_affinity")
+    return None
+
+
+def rule_h01(ctx: Ctx) -> list[dict]:
+    """H01 Rank pinned away from its GPU.
+
+    Condition: nvidia-smi printed an empty CPU Affinity for a GPU (the capturing process's CPU set
+    does not intersect the GPU's local CPUs) while other GPUs show CPUs; NCCL then logs 'Affinity for
+    GPU n is empty, ignoring'. MED; LOW when every GPU is empty (container/VM: cannot tell).
+    Source: topo.cc L2148-2190 [S3].
+    """
+    values = {}
+    for g in ctx.gpus:
+        aff = g.get("cpu_affinity")
+        if aff is None:
+            aff = _topo_affinity(ctx, g["name"])
+        values[g["name"]] = aff
+    known = {k: v for k, v in values.items() if v is not None}
+    empty = sorted([k for k, v in known.items() if not str(v).strip() or str(v).strip().upper() == "N/A"],
+                   key=gpu_sort_key)
+    if not empty:
+        return []
+    if len(empty) == len(known):
+        msg = (f"nvidia-smi printed no CPU affinity for any GPU ({join(empty)}): the capture ran in a container or "
+               "VM whose CPU set hides the GPUs' local CPUs, so topoweb cannot place GPUs on sockets and NCCL will "
+               "ignore GPU affinity for ranks started the same way.")
+        return [finding(H01, empty, msg, severity="LOW")]
+    msg = (f"{join(empty)} show an empty CPU affinity as seen by the process that ran nvidia-smi: its allowed CPUs do "
+           "not include these GPUs' local CPUs. A rank pinned this way has NCCL ignore GPU affinity, and its proxy "
+           "and host-staging traffic crosses sockets.")
+    return [finding(H01, empty, msg)]
+
+
+def rule_h02(ctx: Ctx) -> list[dict]:
+    """H02 GPU and its NIC on different NUMA nodes.
+
+    Condition: the NIC a GPU uses (``gpu_nic``) has another NUMA node than the GPU, or the path is SYS,
+    and no PXN relay is used. MED; HIGH on rail designs (one NIC per GPU). Source: derived [S2][S17].
+    """
+    far = []
+    for r in as_list(ctx.doc.get("gpu_nic")):
+        if not isinstance(r, Mapping) or r.get("pxn_via"):
+            continue
+        gpu, nic = ctx.gpu(str(r.get("gpu"))), ctx.nic(str(r.get("nic")))
+        gn, nn = as_int(gpu.get("numa")), as_int(nic.get("numa"))
+        cls = normalize_token(r.get("path_class"))
+        if (gn is not None and nn is not None and gn != nn) or cls == "SYS":
+            far.append((str(r.get("gpu")), str(r.get("nic")), gn, nn))
+    if not far:
+        return []
+    far.sort(key=lambda t: gpu_sort_key(t[0]))
+    text = ", ".join(f"{g} (NUMA {gn if gn is not None else '?'}) uses {n} (NUMA {nn if nn is not None else '?'})"
+                     for g, n, gn, nn in far)
+    msg = (f"{text}. Their inter-node traffic crosses the CPU socket link (UPI/xGMI) and GPUDirect RDMA is off "
+           "for them (see G01).")
+    devices = [g for g, *_ in far] + sorted({n for _, n, _, _ in far})
+    return [finding(H02, devices, msg, severity="HIGH" if ctx.rail_design() else "MED")]
+
+
+def rule_h03(ctx: Ctx) -> list[dict]:
+    """H03 P2P forcibly disabled.
+
+    Condition: NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC/0 on a node with NV#, PIX or PXB GPU pairs.
+    HIGH. Source: env doc [S12]; NCCL #667 [S36].
+    """
+    dis = ctx.env.get("NCCL_P2P_DISABLE", "").strip() == "1"
+    lvl = ctx.env.get("NCCL_P2P_LEVEL", "").strip().upper()
+    if not dis and lvl not in ("LOC", "0"):
+        return []
+    names = ctx.gpu_names
+    good = [(a, b, ctx.pair_class(a, b)) for i, a in enumerate(names) for b in names[i + 1:]
+            if nv_count(ctx.pair_class(a, b)) or ctx.pair_class(a, b) in ("PIX", "PXB")]
+    if not good:
+        return []
+    setting = "NCCL_P2P_DISABLE=1" if dis else f"NCCL_P2P_LEVEL={ctx.env['NCCL_P2P_LEVEL']}"
+    nvl = any(nv_count(c) for *_, c in good)
+    msg = (f"{setting} is set although {len(good)} GPU pair(s) could talk directly"
+           + (" over NVLink" if nvl else " through a PCIe switch") +
+           ": all intra-node traffic goes through shared host memory instead.")
+    gpus = sorted({g for a, b, _ in good for g in (a, b)}, key=gpu_sort_key)
+    return [finding(H03, gpus, msg)]
+
+
+def rule_h04(ctx: Ctx) -> list[dict]:
+    """H04 IB transport disabled / fell back to sockets.
+
+    Condition: NCCL_IB_DISABLE=1 while the node has Active HCA ports. HIGH. Source: env [S12]; #1105 [S66].
+    """
+    if ctx.env.get("NCCL_IB_DISABLE", "").strip() != "1":
+        return []
+    active = [n.get("name") for n in ctx.nics if ctx.nic_active(n)]
+    if not active:
+        return []
+    msg = (f"NCCL_IB_DISABLE=1 is set although {join(active)} are Active: NCCL uses TCP sockets, which cost CPU "
+           "and a large share of the bandwidth.")
+    return [finding(H04, active, msg)]
+
+
+def rule_h07(ctx: Ctx) -> list[dict]:
+    """H07 Debug variables left set.
+
+    Condition: any of NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS, NCCL_BUFFSIZE, NCCL_NTHREADS,
+    NCCL_P2P_*, NCCL_SHM_DISABLE, NCCL_NET_GDR_*, NCCL_IB_DISABLE is set. LOW. Source: env doc [S12].
+    """
+    found = [f"{k}={v}" for k, v in sorted(ctx.env.items())
+             if k in _DEBUG_VARS or k.startswith(("NCCL_P2P_", "NCCL_NET_GDR_"))]
+    if not found:
+        return []
+    msg = (f"Debugging variables are set: {', '.join(found)}. NCCL's docs say these should not be used in production "
+           "nor kept in scripts; they can cause slow paths, crashes or hangs after upgrades. NCCL_ALGO=NVLS* also "
+           "changes how nccl-tests computes busbw.")
+    return [finding(H07, [], msg)]
+
+
+_DISAGREE = re.compile(r"disagree|conflict|contradict|inconsistent|mismatch|sources differ", re.IGNORECASE)
+
+
+def rule_x01(ctx: Ctx) -> list[dict]:
+    """X01 sources disagree.
+
+    Condition: the engine recorded a warning that two sources of the same host disagree (e.g. topo -m
+    says PIX while lspci places the devices under separate root ports). MED.
+    Source: domain.md section 1 evaluation notes and section 4 joins.
+    """
+    out = []
+    names = set(ctx.gpu_names) | {str(n.get("name")) for n in ctx.nics}
+    for w in ctx.warnings():
+        if not _DISAGREE.search(w):
+            continue
+        devices = sorted({t for t in re.findall(r"[\w:.\-]+", w) if t in names}, key=gpu_sort_key)
+        out.append(finding(X01, devices, w if w.endswith(".") else w + "."))
+    return out
+
+
+RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h07, rule_x01]
