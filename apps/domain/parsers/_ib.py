@@ -51,7 +51,7 @@ them alike. A field a producer does not print is ``None`` (or an empty tuple).
     ``capability_mask``    lowercase hex text ``0xa751e848`` (ibstat ``Capability mask:``, sysfs
                            ``cap_mask``, ibv_devinfo -v ``port_cap_flags``).
     ``port_guid``          canonical ``0x`` + 16 hex digits; ibstatus/ibv_devinfo -v/sysfs: the interface-id
-                           half of GID 0 when it is a link-local ``fe80::`` GID (as libibumad derives it).
+                           (low 64 bits) of GID 0, which is how libibumad (and so ibstat) derives it.
     ``default_gid``        GID 0 as printed (ibstatus ``default gid:``, sysfs ``gids/0``, ibv_devinfo ``GID[0]``).
     ``max_mtu``, ``active_mtu``
                            ints in bytes (ibv_devinfo ``4096 (5)`` -> 4096).
@@ -63,6 +63,7 @@ them alike. A field a producer does not print is ``None`` (or an empty tuple).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -221,15 +222,17 @@ def canonical_guid(text: str) -> str | None:
 
 
 def guid_from_gid(gid: str) -> str | None:
-    """Interface-id half of a link-local GID (``fe80:0000:0000:0000:0c42:a103:00d1:2a3c`` -> GUID)."""
-    parts = gid.strip().lower().split(":")
-    if len(parts) != 8 or parts[0] != "fe80" or any(len(p) != 4 for p in parts):
-        return None
+    """Interface-id (low 64 bits) of GID 0: the port GUID, as libibumad derives it.
+
+    ``fe80:0000:0000:0000:0c42:a103:00d1:2a3c`` (full form) or ``fe80::c42:a103:d1:2a3c``
+    (compressed) -> ``0x0c42a10300d12a3c``; None for unreadable or all-zero GIDs.
+    """
     try:
-        int("".join(parts), 16)
+        packed = ipaddress.IPv6Address(gid.strip()).packed
     except ValueError:
         return None
-    return "0x" + "".join(parts[4:])
+    low = packed[8:].hex()
+    return None if low == "0" * 16 else "0x" + low
 
 
 _INT_RE = re.compile(r"^\s*(0[xX][0-9a-fA-F]+|\d+)\b")

@@ -21,8 +21,8 @@ device are merged into one :class:`~apps.domain.parsers._ib.Ca` (ports in the or
 port: ``state``/``phys_state`` normalised to ibstat's words (``4: ACTIVE`` -> ``Active``) with the raw
 text kept, ``rate_gbps`` / ``width`` / ``speed_name`` split out of ``200 Gb/sec (4X HDR)`` (ibstat
 loses the width; this keeps it), ``base_lid``/``sm_lid`` converted from hex, ``default_gid`` as
-printed (null for the script's ``unknown``) and ``port_guid`` taken from its interface-id half when it is a link-local ``fe80:`` GID
-(as ibstat's libibumad does). ibstatus prints no CA-level facts: those fields stay null.
+printed (null for the script's ``unknown``) and ``port_guid`` taken from its interface-id (low 64
+bits), as ibstat's libibumad does. ibstatus prints no CA-level facts: those fields stay null.
 
 Variants: ``Fatal error: ...`` lines (a device whose sysfs files vanished) become warnings; a
 block missing some of the seven lines (authors often keep only ``rate``/``link_layer``) parses

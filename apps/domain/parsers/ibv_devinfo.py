@@ -43,7 +43,7 @@ normalised to ibstat's words, raw text kept; ``max_mtu``/``active_mtu`` bytes; `
 ``active_width``/``active_speed`` as printed and from them ``width`` (``4X``), ``speed_name`` (from the
 speed code: 1 SDR, 2 DDR, 4 QDR, 8 FDR10, 16 FDR, 32 EDR, 64 HDR, 128 NDR, 256 XDR) and
 ``rate_gbps`` = lanes x lane speed (4X x 25.0 -> 100), plus ``gids`` and ``default_gid`` (GID 0) and
-``port_guid`` (interface-id half of a link-local GID 0).
+``port_guid`` (interface-id half of GID 0).
 
 Variants: EFA (``transport: unspecified (4)``, zero GUIDs, no board_id); Azure SR-IOV VFs (zero
 sys_image_guid); an RST/markdown indent on the first line; a stray markdown fence line ( ```` ``` ````)
