@@ -39,6 +39,8 @@ from typing import Iterable, Mapping
 
 import networkx as nx
 
+from apps.domain import hostgraph
+
 __all__ = [
     "Route",
     "CLASS_ORDER",
@@ -85,28 +87,14 @@ def _rank(t: str | None) -> int:
 # the PCIe/CPU tree
 
 
-def _parent(G: nx.Graph, n: str) -> str | None:
-    p = G.nodes[n].get("parent")
-    return p if p in G else None
-
-
 def _ancestry(G: nx.Graph, n: str) -> list[str]:
     """``n`` and every node above it, up to its CPU (the tree defined by the ``parent`` attrs)."""
-    chain = [n]
-    seen = {n}
-    p = _parent(G, n)
-    while p is not None and p not in seen:
-        chain.append(p)
-        seen.add(p)
-        p = _parent(G, p)
-    return chain
+    return hostgraph.ancestors(G, n)
 
 
 def _cpu_of(G: nx.Graph, n: str) -> str | None:
-    for a in _ancestry(G, n):
-        if G.nodes[a].get("kind") == "cpu":
-            return a
-    return None
+    top = _ancestry(G, n)[-1]
+    return top if G.nodes[top].get("kind") == "cpu" else None
 
 
 def _socket_path(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
@@ -120,49 +108,35 @@ def _socket_path(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
         return None
 
 
+def _in_tree(G: nx.Graph, n: str) -> bool:
+    return _cpu_of(G, n) is not None
+
+
 def tree_route(G: nx.Graph, a: str, b: str) -> list[str] | None:
-    """Nodes on the PCIe path from ``a`` to ``b``: up to the lowest common ancestor and down,
-    crossing the inter-socket link(s) when the two sit under different CPUs. None when ``a`` or
-    ``b`` is outside the tree or the CPUs are not linked."""
-    up_a, up_b = _ancestry(G, a), _ancestry(G, b)
-    on_b = {n: i for i, n in enumerate(up_b)}
-    for i, n in enumerate(up_a):
-        if n in on_b:
-            return up_a[: i + 1] + list(reversed(up_b[: on_b[n]]))
-    ca, cb = up_a[-1], up_b[-1]
-    if G.nodes[ca].get("kind") != "cpu" or G.nodes[cb].get("kind") != "cpu":
+    """Nodes on the PCIe path from ``a`` to ``b`` (``hostgraph.pcie_path``): up to the lowest
+    common ancestor and down, crossing the inter-socket link(s) when the two sit under different
+    CPUs. None when ``a`` or ``b`` is outside the tree or the CPUs are not linked."""
+    if not (_in_tree(G, a) and _in_tree(G, b)):
         return None
-    mid = _socket_path(G, ca, cb)
+    nodes = hostgraph.pcie_path(G, a, b)
+    if all(G.has_edge(u, v) for u, v in zip(nodes, nodes[1:])):
+        return nodes
+    up_a, up_b = _ancestry(G, a), _ancestry(G, b)
+    mid = _socket_path(G, up_a[-1], up_b[-1])
     if mid is None:
         return None
     return up_a + mid[1:-1] + list(reversed(up_b))
 
 
 def path_class(G: nx.Graph, a: str, b: str) -> str | None:
-    """topo -m token for the PCIe path between two devices, from the tree alone (NVLink ignored).
-
-    Lowest common ancestor a switch (or root port) with both devices directly below it: ``PIX``;
-    a switch farther up: ``PXB``; a root complex: ``PHB``; a CPU (several host bridges): ``NODE``;
-    no common ancestor (different sockets): ``SYS``. None when a device is not in the tree.
-    """
+    """topo -m token for the PCIe path between two devices, NVLink ignored
+    (``hostgraph.pcie_class``: the lowest common ancestor rule); None when a device is outside
+    the PCIe/CPU tree."""
     if a == b:
         return "X"
-    up_a, up_b = _ancestry(G, a), _ancestry(G, b)
-    on_b = set(up_b)
-    for i, n in enumerate(up_a):
-        if n in on_b:
-            kind = G.nodes[n].get("kind")
-            if kind in ("switch", "root_port"):
-                j = up_b.index(n)
-                return "PIX" if i == 1 and j == 1 else "PXB"
-            if kind == "root_complex":
-                return "PHB"
-            if kind == "cpu":
-                return "NODE"
-            return "PXB"
-    if G.nodes[up_a[-1]].get("kind") == "cpu" and G.nodes[up_b[-1]].get("kind") == "cpu":
-        return "SYS"
-    return None
+    if not (_in_tree(G, a) and _in_tree(G, b)):
+        return None
+    return hostgraph.pcie_class(G, a, b)
 
 
 # --------------------------------------------------------------------------------------------
