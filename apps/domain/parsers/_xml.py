@@ -36,7 +36,6 @@ from apps.domain.parsers._text import clean_lines
 _ERR_NO_ELEMENTS = 3
 _ERR_UNCLOSED_TOKEN = 5
 _ERR_PARTIAL_CHAR = 6
-_ERR_JUNK_AFTER_ROOT = 9
 _ERR_UNCLOSED_CDATA = 20
 _ENDED_EARLY = {_ERR_NO_ELEMENTS, _ERR_UNCLOSED_TOKEN, _ERR_PARTIAL_CHAR, _ERR_UNCLOSED_CDATA}
 
@@ -165,7 +164,7 @@ def read_xml(kind: str, text: str) -> XmlDoc:
             open_tags = tuple(n.tag for n in reversed(builder.stack))
             return XmlDoc(builder.root, lines, truncated_at=stop, open_tags=open_tags)
         if code in _ENDED_EARLY:
-            line_no = line_no or _last_content_line(lines)
+            line_no = min(line_no or len(lines), _last_content_line(lines))  # expat points past the end
             raise ParseError(kind, line_no, _line_text(lines, line_no),
                              "no XML element found: the text is not an XML document") from None
         if builder.root is None and line_no <= 1 and code in (2, 4):
