@@ -1,0 +1,258 @@
+"""The report API, ``/api/v1/`` (django-ninja; OpenAPI page at ``/api/v1/docs``).
+
+Write (agent token, ``Authorization: Bearer tw_...``):
+    POST /api/v1/reports                       one topoweb.report/1 JSON document -> 202
+Read (logged-in session; the token that sent an upload may also read its status):
+    GET  /api/v1/uploads/{id}                  status, error (section, line_no, line, reason)
+    GET  /api/v1/uploads/{id}/report           the raw report as received (session only)
+    GET  /api/v1/clusters                      clusters with counts
+    GET  /api/v1/clusters/{cluster}/hosts      hosts with their latest snapshot summary
+    GET  /api/v1/clusters/{cluster}/uploads    recent uploads (?status=failed)
+    GET  /api/v1/clusters/{cluster}/hosts/{hostname}/snapshots
+    GET  /api/v1/snapshots/{id}                the snapshot document (graph, findings, ...)
+    GET  /api/v1/path?src=REF&dst=REF          REF = <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>
+    GET  /api/v1/imports/{id}                  bulk import progress
+
+Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from ninja import Field, NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import HttpBearer, django_auth
+
+from apps.ingest import selectors, services
+from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Snapshot, Upload
+
+api = NinjaAPI(
+    title="topoweb API",
+    version="1",
+    urls_namespace="api",
+    description="Node reports in, topology snapshots and GPU paths out. See docs/ingestion.md.",
+)
+
+
+class AgentTokenAuth(HttpBearer):
+    """``Authorization: Bearer tw_...``: an agent token of one cluster."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
+        found, reason = services.check_token(token)
+        if found is None:
+            request._topoweb_auth_reason = reason  # shown in the 401 body
+        return found
+
+
+token_auth = AgentTokenAuth()
+
+
+def error(request: HttpRequest, message: str, status: int, code: str, **details: Any) -> HttpResponse:
+    return api.create_response(request, {"error": message, "code": code, **details}, status=status)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    reason = getattr(request, "_topoweb_auth_reason", None)
+    if reason:
+        return error(request, f"{reason}; ask an administrator for a token (manage.py issue_token)",
+                     401, "invalid_token")
+    return error(request, "authentication required: a logged-in session, or a Bearer agent token where accepted",
+                 401, "unauthorized")
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    fields = [".".join(str(p) for p in e.get("loc", ())[1:]) or str(e.get("loc")) for e in exc.errors]
+    return error(request, f"invalid request: {', '.join(fields)}", 400, "invalid_field",
+                 field=fields[0] if fields else None, detail=exc.errors)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return error(request, str(exc), exc.status_code, "not_found" if exc.status_code == 404 else "error")
+
+
+# ---------------------------------------------------------------------------------------- schemas
+
+
+class ReportIn(Schema):
+    """topoweb.report/1 (documented here; the body is read and checked by services.submit_report)."""
+
+    schema_: str = Field("topoweb.report/1", alias="schema")
+    hostname: str
+    collected_at: str | None = None
+    agent_version: str | None = None
+    meta: dict[str, Any] = {}
+    sections: dict[str, str]
+    unavailable: dict[str, str] = {}
+
+
+class Accepted(Schema):
+    upload_id: int
+    status_url: str
+    status: str
+    duplicate: bool
+
+
+class ErrorOut(Schema):
+    error: str
+    code: str
+
+
+def _upload_url(request: HttpRequest, upload_id: int) -> str:
+    return request.build_absolute_uri(reverse("api:upload-status", args=[upload_id]))
+
+
+# ---------------------------------------------------------------------------------------- write
+
+
+@api.post(
+    "/reports", auth=token_auth, url_name="reports",
+    response={202: Accepted, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": ReportIn.model_json_schema()}}}},
+    summary="Submit one node report (agent token)",
+)
+def post_report(request: HttpRequest):
+    """Store one report verbatim (202). A resent identical report answers ``duplicate: true``
+    with the original upload id. Parsing happens later; poll ``status_url``."""
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > settings.MAX_REPORT_BYTES:
+        return error(request, f"report is {declared} bytes; the limit is {settings.MAX_REPORT_BYTES} bytes",
+                     413, "too_large", limit=settings.MAX_REPORT_BYTES)
+    token: AgentToken = request.auth
+    try:
+        upload, created = services.submit_report(
+            cluster=token.cluster, report=request.body, via=Upload.Via.AGENT, token=token
+        )
+    except services.ReportRejected as exc:
+        return api.create_response(request, exc.as_dict(), status=exc.status)
+    return 202, {"upload_id": upload.pk, "status_url": _upload_url(request, upload.pk),
+                 "status": upload.status if created else Upload.objects.get(pk=upload.pk).status,
+                 "duplicate": not created}
+
+
+# ---------------------------------------------------------------------------------------- read
+
+
+@api.get("/uploads/{upload_id}", auth=[django_auth, token_auth], url_name="upload-status",
+         summary="Status of an upload (session, or the token that sent it)")
+def get_upload(request: HttpRequest, upload_id: int):
+    upload = Upload.objects.select_related("cluster", "host").filter(pk=upload_id).first()
+    if isinstance(request.auth, AgentToken) and (upload is None or upload.token_id != request.auth.pk):
+        # A token sees only its own uploads; do not tell it whether others exist.
+        return error(request, f"no upload {upload_id} sent with this token", 404, "not_found")
+    if upload is None:
+        return error(request, f"no upload {upload_id}", 404, "not_found")
+    return selectors.upload_status(upload)
+
+
+@api.get("/uploads/{upload_id}/report", auth=django_auth, url_name="upload-report",
+         summary="The raw report exactly as received")
+def get_upload_report(request: HttpRequest, upload_id: int):
+    upload = Upload.objects.filter(pk=upload_id).only("raw").first()
+    if upload is None:
+        return error(request, f"no upload {upload_id}", 404, "not_found")
+    return HttpResponse(upload.raw.encode("utf-8"), content_type="application/json; charset=utf-8")
+
+
+def _cluster_or_404(request: HttpRequest, name: str) -> Cluster:
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise HttpError(404, f"no cluster {name!r}")
+    return cluster
+
+
+@api.get("/clusters", auth=django_auth, url_name="clusters", summary="Clusters with counts")
+def list_clusters(request: HttpRequest):
+    return [
+        {"name": o.cluster.name, "description": o.cluster.description, "hosts": o.host_count,
+         "snapshots": o.snapshot_count, "uploads": o.upload_count, "failed_uploads": o.failed_upload_count,
+         "pending_uploads": o.pending_upload_count, "last_report_at": o.last_report_at}
+        for o in selectors.clusters_overview()
+    ]
+
+
+def _snapshot_summary(s: Snapshot) -> dict:
+    return {"id": s.pk, "upload_id": s.upload_id, "collected_at": s.collected_at, "built_at": s.built_at,
+            "fingerprint": s.fingerprint, "gpu_count": s.gpu_count, "gpu_model": s.gpu_model,
+            "nic_count": s.nic_count, "active_nic_count": s.active_nic_count, "nic_models": s.nic_models,
+            "findings": s.severity_counts}
+
+
+@api.get("/clusters/{cluster}/hosts", auth=django_auth, url_name="cluster-hosts",
+         summary="Hosts of a cluster with their latest snapshot")
+def list_hosts(request: HttpRequest, cluster: str):
+    c = _cluster_or_404(request, cluster)
+    latest = {s.host_id: s for s in selectors.latest_snapshots(c)}
+    return [
+        {"hostname": h.hostname, "description": h.description, "last_seen_at": h.last_seen_at,
+         "latest_snapshot": _snapshot_summary(latest[h.pk]) if h.pk in latest else None}
+        for h in Host.objects.filter(cluster=c).order_by("hostname")
+    ]
+
+
+@api.get("/clusters/{cluster}/uploads", auth=django_auth, url_name="cluster-uploads",
+         summary="Recent uploads of a cluster (newest first, at most 500)")
+def list_uploads(request: HttpRequest, cluster: str, status: str | None = None):
+    c = _cluster_or_404(request, cluster)
+    qs = Upload.objects.filter(cluster=c).select_related("host", "cluster").defer("raw")
+    if status:
+        if status not in Upload.Status.values:
+            return error(request, f"status must be one of {', '.join(Upload.Status.values)}", 400,
+                         "invalid_field", field="status")
+        qs = qs.filter(status=status)
+    return [selectors.upload_status(u) for u in qs[:500]]
+
+
+@api.get("/clusters/{cluster}/hosts/{hostname}/snapshots", auth=django_auth, url_name="host-snapshots",
+         summary="Snapshots of a host, newest first")
+def list_snapshots(request: HttpRequest, cluster: str, hostname: str):
+    host = Host.objects.filter(cluster__name=cluster, hostname=hostname).first()
+    if host is None:
+        return error(request, f"no host {hostname!r} in cluster {cluster!r}", 404, "not_found")
+    return [_snapshot_summary(s) for s in selectors.host_snapshots(host)]
+
+
+@api.get("/snapshots/{snapshot_id}", auth=django_auth, url_name="snapshot",
+         summary="A snapshot and its document (graph, findings, paths, estimate)")
+def get_snapshot(request: HttpRequest, snapshot_id: int):
+    s = Snapshot.objects.select_related("host", "host__cluster").filter(pk=snapshot_id).first()
+    if s is None:
+        return error(request, f"no snapshot {snapshot_id}", 404, "not_found")
+    return {**_snapshot_summary(s), "cluster": s.host.cluster.name, "hostname": s.host.hostname,
+            "document": s.document}
+
+
+@api.get("/path", auth=django_auth, url_name="path",
+         summary="Path between two GPUs (same or different hosts)")
+def get_path(request: HttpRequest, src: str = "", dst: str = ""):
+    """``src``/``dst``: ``<snapshot id>/GPU<i>`` or ``<cluster>/<host>/GPU<i>`` (latest snapshot)."""
+    for name, value in (("src", src), ("dst", dst)):
+        if not value:
+            return error(request, f"{name}: missing; e.g. ?src=demo/h100-a01/GPU0&dst=12/GPU5", 400,
+                         "invalid_field", field=name)
+    try:
+        return selectors.path_between_refs(src, dst)
+    except selectors.RefError as exc:
+        return error(request, exc.message, exc.status, "not_found" if exc.status == 404 else "invalid_ref")
+    except (KeyError, ValueError) as exc:
+        return error(request, f"cannot compute this path: {exc}", 400, "invalid_ref")
+
+
+@api.get("/imports/{job_id}", auth=django_auth, url_name="import-job", summary="Bulk import progress")
+def get_import(request: HttpRequest, job_id: int):
+    job = ImportJob.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None:
+        return error(request, f"no import job {job_id}", 404, "not_found")
+    return {"id": job.pk, "cluster": job.cluster.name, "source_name": job.source_name, "status": job.status,
+            "total": job.total, "processed": job.processed, "created": job.created_count,
+            "duplicates": job.duplicate_count, "rejected": job.failed_count, "errors": job.errors,
+            "message": job.message, "created_at": job.created_at, "started_at": job.started_at,
+            "finished_at": job.finished_at}

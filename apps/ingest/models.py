@@ -1,0 +1,192 @@
+"""Ingestion tables: clusters, hosts, agent tokens, raw uploads, snapshots and bulk imports.
+
+The raw ``Upload`` is the source of truth: it keeps the report exactly as received and is never
+modified or deleted by processing. A ``Snapshot`` is derived from one upload (one host at one
+time) and can always be rebuilt from it (``manage.py rebuild_snapshots``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Cluster(models.Model):
+    """A group of hosts that agents report into; every agent token belongs to one cluster."""
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Host(models.Model):
+    """One machine of a cluster, named by the hostname its reports carry."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hosts")
+    hostname = models.CharField(max_length=253)
+    description = models.TextField(blank=True, default="")  # e.g. demo provenance, "synthetic: ..."
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)  # last report received (duplicates too)
+
+    class Meta:
+        ordering = ["cluster__name", "hostname"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hostname"], name="ingest_host_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.hostname}"
+
+
+class AgentToken(models.Model):
+    """A secret an agent presents as ``Authorization: Bearer <token>``; writes into one cluster only.
+
+    Only the sha256 of the token is stored. ``prefix`` (the first characters of the token,
+    e.g. ``tw_3f9a1c2b``) is kept in clear so people can tell tokens apart and revoke one.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "created_at"]
+
+    def __str__(self) -> str:
+        state = " (revoked)" if self.revoked_at else ""
+        return f"{self.prefix}... [{self.cluster.name}] {self.name}{state}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Upload(models.Model):
+    """One node report as received, byte for byte, and where its processing stands.
+
+    ``raw`` is the request body (UTF-8 JSON) exactly as it arrived; ``content_hash`` is the
+    sha256 of the canonical JSON of ``{"hostname", "sections"}`` and makes a resent report a
+    duplicate of the first one in the same cluster. ``error`` holds, for a failed upload,
+    ``{"section": kind|null, "line_no": int, "line": str, "reason": str}``.
+    """
+
+    class Status(models.TextChoices):
+        RECEIVED = "received"
+        PROCESSING = "processing"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Via(models.TextChoices):
+        AGENT = "agent"
+        WEB = "web"
+        IMPORT = "import"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="uploads")
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="uploads")
+    via = models.CharField(max_length=10, choices=Via.choices)
+    token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source_name = models.CharField(max_length=500, blank=True, default="")  # file name for imports / web
+    raw = models.TextField()
+    size_bytes = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    collected_at = models.DateTimeField(null=True, blank=True)  # as the report says; null when absent
+    agent_version = models.CharField(max_length=40, blank=True, default="")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RECEIVED)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(auto_now_add=True)
+    last_enqueued_at = models.DateTimeField(null=True, blank=True)  # set by the sweeper
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "content_hash"], name="ingest_upload_unique_content"),
+        ]
+        indexes = [models.Index(fields=["status", "received_at"], name="ingest_upload_status_idx")]
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} {self.host} ({self.status})"
+
+
+class Snapshot(models.Model):
+    """One host at one time: the analysed snapshot document built from one upload.
+
+    ``document`` is ``apps.domain.analysis.HostAnalysis.to_dict()`` (schema in that module);
+    the other columns repeat a few of its figures so lists need not load the document.
+    """
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="snapshots")
+    upload = models.OneToOneField(Upload, on_delete=models.CASCADE, related_name="snapshot")
+    collected_at = models.DateTimeField()  # the report's collected_at, else when it was received
+    built_at = models.DateTimeField(auto_now=True)
+    document = models.JSONField()
+    fingerprint = models.CharField(max_length=128, blank=True, default="")
+    crit_count = models.PositiveIntegerField(default=0)
+    high_count = models.PositiveIntegerField(default=0)
+    med_count = models.PositiveIntegerField(default=0)
+    low_count = models.PositiveIntegerField(default=0)
+    info_count = models.PositiveIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_model = models.CharField(max_length=200, blank=True, default="")
+    nic_count = models.PositiveIntegerField(default=0)
+    active_nic_count = models.PositiveIntegerField(default=0)
+    nic_models = models.CharField(max_length=200, blank=True, default="")  # e.g. "8x 400 Gb/s"
+
+    class Meta:
+        ordering = ["-collected_at", "-id"]
+        indexes = [models.Index(fields=["host", "collected_at"], name="ingest_snapshot_host_idx")]
+
+    def __str__(self) -> str:
+        return f"snapshot {self.pk} {self.host} @ {self.collected_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def severity_counts(self) -> dict[str, int]:
+        return {"CRIT": self.crit_count, "HIGH": self.high_count, "MED": self.med_count,
+                "LOW": self.low_count, "INFO": self.info_count}
+
+
+class ImportJob(models.Model):
+    """A bulk import of report files (folder or ``.tar.gz``) and its progress, for polling.
+
+    ``errors`` is a list of ``{"file": name, "error": message}``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="import_jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source_name = models.CharField(max_length=500)
+    stored_path = models.CharField(max_length=1000, blank=True, default="")  # archive kept for the worker
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    total = models.PositiveIntegerField(default=0)
+    processed = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    duplicate_count = models.PositiveIntegerField(default=0)
+    failed_count = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    message = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} {self.source_name} ({self.status} {self.processed}/{self.total})"

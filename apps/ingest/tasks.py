@@ -1,0 +1,40 @@
+"""Celery tasks of the ingest app: one-line adapters that take ids and call ``services``.
+
+Run a worker with ``celery -A topoweb worker -l info`` and the periodic sweeper with
+``celery -A topoweb beat -l info`` (or a worker with ``-B`` on a single machine); both need
+``TOPOWEB_BROKER_URL``. The beat schedule is registered here (``SWEEP_SCHEDULE``).
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from apps.ingest import services
+from topoweb.celery import app
+
+SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
+
+
+@shared_task(name="ingest.process_upload", ignore_result=True)
+def process_upload_task(upload_id: int) -> None:
+    services.process_upload(upload_id)
+
+
+@shared_task(name="ingest.sweep_uploads", ignore_result=True)
+def sweep_uploads_task() -> None:
+    services.sweep_uploads()
+
+
+@shared_task(name="ingest.run_import_job", ignore_result=True)
+def run_import_job_task(job_id: int) -> None:
+    services.run_import_job(job_id)
+
+
+def sweep_schedule() -> dict:
+    """The beat entry: sweep every SWEEP_AFTER_SECONDS / 2 (at least every 10 s)."""
+    return {"task": "ingest.sweep_uploads", "schedule": max(10.0, settings.SWEEP_AFTER_SECONDS / 2)}
+
+
+# Registered at import: the worker and beat import this module through autodiscover_tasks().
+app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), SWEEP_SCHEDULE_NAME: sweep_schedule()}
