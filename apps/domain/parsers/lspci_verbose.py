@@ -191,7 +191,7 @@ _TAIL_RE = re.compile(
 )
 _SUBSYS_RE = re.compile(r"^(?P<name>.*?)(?: \[(?P<vid>[0-9a-fA-F]{4}):(?P<did>[0-9a-fA-F]{4})\])?\s*$")
 _DEVICE_FALLBACK_RE = re.compile(r"^(?P<vendor>.+?) Device (?P<did>[0-9a-fA-F]{4})$")
-_SPEED = r"(?:(?P<{0}>\d+(?:\.\d+)?)|unknown|Unknown)\s*(?:GT|Gb)/s"
+_SPEED = r"(?:(?P<{0}>\d+(?:\.\d+)?)\s*(?:GT|Gb)/s|unknown|Unknown)"
 _LNKCAP_RE = re.compile(r"Port #(?P<port>\d+), Speed " + _SPEED.format("speed") + r",? Width x(?P<width>\d+)")
 _LNKSTA_RE = re.compile(
     r"Speed " + _SPEED.format("speed") + r"(?: \((?P<snote>ok|downgraded|strange)\))?,"
@@ -440,14 +440,18 @@ def parse(text: str) -> LspciVerbose:
         if key == "ATSCtl":
             dev["ats_enabled"] = _flag(rest, "Enable")
             continue
-        if key == "NUMA node":
-            if rest.lstrip("-").isdigit():
+        if key == "NUMA node" or key == "IOMMU group":
+            field = "numa_node" if key == "NUMA node" else "iommu_group"
+            if rest.lstrip("-").isdigit() and rest.isascii():
                 n = int(rest)
-                dev["numa_node"] = None if n < 0 else n
-            continue
-        if key == "IOMMU group":
-            if rest.isdigit():
-                dev["iommu_group"] = int(rest)
+                if dev[field] is not None:
+                    if dev[field] != n:
+                        warnings.append(
+                            f"line {line_no}: a second '{key}' line for {dev['bdf']} says {n}, the first said "
+                            f"{dev[field]}; the first is kept"
+                        )
+                    continue
+                dev[field] = None if n < 0 else n
             continue
         if key == "Kernel driver in use":
             dev["driver"] = rest or None

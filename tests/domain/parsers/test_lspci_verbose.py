@@ -1,0 +1,254 @@
+"""lspci -vvv parser: real captures (fixtures/lspci_verbose), PCIe helpers, errors, detect, fuzzing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apps.domain.errors import ParseError
+from apps.domain.parsers import lspci_verbose
+from apps.domain.parsers._pcie import parse_link_speed, parse_link_width, pcie_generation
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
+DELL = "gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt"
+
+
+def load(name: str) -> str:
+    return (FIX / "lspci_verbose" / name).read_text()
+
+
+def devices(name: str):
+    r = lspci_verbose.parse(load(name))
+    return r, {d.bdf: d for d in r.devices}
+
+
+@pytest.fixture(scope="module")
+def dell():
+    return devices(DELL)
+
+
+def test_dell_h100s_are_gen5_x16_by_numa_node(dell):
+    r, devs = dell
+    assert len(r.devices) == 517 and r.warnings == ()
+    gpus = [d for d in r.devices if d.device_id == "2330"]
+    assert [g.bdf[5:7] for g in gpus] == ["19", "3b", "4c", "5d", "9b", "bb", "cb", "db"]
+    for g in gpus:
+        assert g.class_name == "3D controller" and g.vendor_name == "NVIDIA Corporation" and g.device_name is None
+        assert (g.port_type, g.cap_speed_gts, g.cap_width) == ("Endpoint", 32.0, 16)
+        assert pcie_generation(g.cap_speed_gts) == 5
+        assert (g.sta_speed_gts, g.sta_width, g.speed_downgraded, g.width_downgraded) == (32.0, 16, False, False)
+        assert g.driver == "nvidia" and g.kernel_modules == ("nvidiafb", "nouveau", "nvidia_drm", "nvidia")
+    assert Counter(g.numa_node for g in gpus) == {0: 4, 1: 4}
+
+
+def test_dell_downgraded_annotations_as_printed(dell):
+    r, devs = dell
+    sw = devs["0000:17:00.0"]  # PEX890xx downstream port to the NVMe, Gen5 x4 capable, at Gen4
+    assert (sw.port_type, sw.slot, sw.cap_speed_gts, sw.cap_width) == ("Downstream Port", True, 32.0, 4)
+    assert (sw.sta_speed_gts, sw.sta_speed_note, sw.speed_downgraded, sw.width_downgraded) == (16.0, "downgraded", True, False)
+    assert (sw.bus_primary, sw.bus_secondary, sw.bus_subordinate) == ("17", "18", "18")
+    assert sum(d.speed_downgraded is True for d in r.devices) == 12
+    assert sum(d.width_downgraded is True for d in r.devices) == 4
+    rp = devs["0000:80:01.0"]  # root port to the PMC-Sierra switch: x16 capable, trained x2
+    assert (rp.port_type, rp.cap_width, rp.sta_width, rp.width_downgraded) == ("Root Port", 16, 2, True)
+
+
+def test_dell_acs_ats_nvswitch(dell):
+    r, devs = dell
+    acs = devs["0000:82:00.0"].acs_ctl
+    assert (acs.src_valid, acs.trans_blk, acs.req_redir, acs.cmplt_redir, acs.upstream_fwd) == (True, False, True, True, True)
+    assert devs["0000:82:00.0"].acs_cap.direct_trans is True
+    assert devs["0000:17:01.0"].acs_ctl.req_redir is False
+    assert devs["0000:00:0c.0"].acs_ctl.src_valid is True
+    assert [d.bdf for d in r.devices if d.ats] == ["0000:6a:01.0", "0000:e7:01.0"]
+    assert devs["0000:6a:01.0"].ats_enabled is False
+    nvsw = [d for d in r.devices if d.device_id == "22a3"]
+    assert [d.physical_slot for d in nvsw] == ["1", "2", "3", "4"]
+    assert all(d.driver == "nvidia-nvswitch" and d.numa_node == 1 and d.cap_width == 2 for d in nvsw)
+    assert devs["0000:19:00.0"].supported_speeds_gts == (2.5, 5.0, 8.0, 16.0, 32.0)
+    assert devs["0000:19:00.0"].target_speed_gts == 32.0
+    assert devs["0000:19:00.0"].equalization_complete is True
+
+
+def test_nonroot_capabilities_denied_single_warning_and_nn_ids():
+    r, devs = devices("hgx_h100_nvswitch_pmc_sierra_nonroot_fixture.txt")
+    assert all(d.capabilities_denied for d in r.devices)
+    assert all(d.cap_speed_gts is None and d.port_type is None and d.acs_ctl is None for d in r.devices)
+    assert len(r.warnings) == 2 and "access denied" in r.warnings[1] and "5 device(s)" in r.warnings[1]
+    assert r.warnings[0].startswith("line 69: a second 'IOMMU group' line for 0000:bf:00.0 says 468")
+    br = devs["0000:bc:02.0"]
+    assert (br.class_code, br.vendor_id, br.device_id, br.device_name) == ("0604", "11f8", "4128", None)
+    assert (br.subsystem, br.subsystem_vendor_id, br.subsystem_device_id) == ("NVIDIA Corporation Device", "10de", "1643")
+    assert (br.bus_secondary, br.iommu_group, br.numa_node) == ("bf", 82, 1)
+    nvs = devs["0000:bd:00.0"]
+    assert (nvs.class_name, nvs.class_code, nvs.device_name, nvs.rev) == ("Bridge", "0680", "GH100 [H100 NVSwitch]", "a1")
+    assert nvs.physical_slot == "1-1"
+    assert devs["0000:bf:00.0"].iommu_group == 82  # the first IOMMU group line wins over the trailing one
+
+
+def test_bluefield_aarch64_single_device():
+    r, devs = devices("bluefield2_dpu_aarch64_host_lspci_vvv_s_01_00_0.txt")
+    d = devs["0000:01:00.0"]
+    assert (d.port_type, d.express_version, d.cap_speed_gts, d.cap_width) == ("Endpoint", 2, 16.0, 16)
+    assert (d.sta_speed_gts, d.sta_width, d.speed_downgraded, d.width_downgraded) == (16.0, 16, False, False)
+    assert d.supported_speeds_gts == (2.5, 5.0, 8.0, 16.0)
+    assert d.acs_ctl == lspci_verbose.AcsFlags(False, False, False, False, False, False, False)
+    assert (d.numa_node, d.driver, d.rev, d.vendor_name) == (0, "mlx5_core", "01", "Mellanox Technologies")
+    assert r.warnings == ()
+
+
+def test_old_pciutils_format_has_no_annotations():
+    r, devs = devices("desktop_gt730_gk208_old_lspci_format_billauer_partial.txt")
+    d = devs["0000:17:00.0"]
+    assert (d.port_type, d.cap_speed_gts, d.cap_width, d.sta_speed_gts, d.sta_width) == ("Legacy Endpoint", 5.0, 8, 2.5, 8)
+    assert (d.sta_speed_note, d.speed_downgraded, d.width_downgraded) == (None, None, None)
+    assert r.warnings == ("line(s) 3, 16: lines were elided ('[ ... ]'); fields there are missing",)
+
+
+def test_concatenated_s_runs_new_pciutils_annotations():
+    r, devs = devices("stelline_asus_esc8000a_e12_gpus_cx7_raid.txt")
+    assert len(r.devices) == 8 and r.warnings == ()
+    gpu = devs["0000:01:00.0"]
+    assert (gpu.sta_speed_gts, gpu.speed_downgraded, gpu.width_downgraded, gpu.physical_slot) == (2.5, True, None, "3")
+    cx7 = devs["0000:81:00.0"]
+    assert (cx7.cap_speed_gts, cx7.sta_speed_gts, cx7.speed_downgraded, cx7.numa_node) == (32.0, 32.0, None, 1)
+    raid = devs["0000:71:00.0"]
+    assert (raid.cap_width, raid.sta_width, raid.width_downgraded) == (2, 1, True)
+
+
+def test_grep_filtered_orphans_do_not_overwrite_headers():
+    r, devs = devices("lenovo_genoa_grep_bridge_lnkcap_filtered_partial.txt")
+    assert len(r.devices) == 14
+    assert devs["0000:02:02.0"].cap_port == 3  # line 19's orphan 'Port #0' is not this bridge's
+    assert devs["0000:00:05.1"].supported_speeds_gts == (2.5,)
+    assert r.warnings == (
+        "12 link/status line(s) (19-20, 27-34, 50-51) have no device header of their own (the output was filtered "
+        "with grep?); they are ignored",
+    )
+
+
+def test_cut_capture_warns_and_keeps_plx_acs():
+    r, devs = devices("broadwell_pex8747_downstream_and_titanx_partial.txt")
+    assert devs["0000:03:08.0"].acs_cap.egress_ctrl is True and devs["0000:03:08.0"].acs_ctl.egress_ctrl is False
+    assert devs["0000:04:00.0"].port_type == "Legacy Endpoint"
+    assert len(r.warnings) == 1 and r.warnings[0].startswith("line 142:") and "cut short" in r.warnings[0]
+
+
+def test_header_less_grep_output_is_an_error():
+    with pytest.raises(ParseError) as info:
+        lspci_verbose.parse(load("amd_mi350x_8gpu_lspci_d_1002_75a0_grep_devsta_lnksta_partial.txt"))
+    assert (info.value.kind, info.value.line_no) == ("lspci_verbose", 1)
+    assert "filtered with grep" in info.value.reason
+
+
+def test_plain_nn_listing_with_domain():
+    text = (
+        "0000:19:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 80GB] [10de:2330] (rev a1)\n"
+        "0000:1a:00.0 Ethernet controller [0200]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
+        "pcilib: sysfs_read_vpd: read failed: No such device\n"
+    )
+    r = lspci_verbose.parse(text)
+    a, b = r.devices
+    assert (a.bdf, a.class_code, a.vendor_id, a.device_id, a.device_name) == ("0000:19:00.0", "0302", "10de", "2330", "GH100 [H100 SXM5 80GB]")
+    assert (b.device_id, b.rev, b.cap_speed_gts) == ("1021", None, None)
+    assert "line(s) 3" in r.warnings[0]
+
+
+def test_duplicate_block_and_unknown_speed():
+    text = (
+        "01:00.0 Ethernet controller: X\n\tLnkCap:\tPort #0, Speed unknown, Width x16\n"
+        "\tLnkSta:\tSpeed unknown (downgraded), Width x0 (downgraded)\n\n01:00.0 Ethernet controller: X\n"
+    )
+    r = lspci_verbose.parse(text)
+    d = r.devices[0]
+    assert (d.cap_speed_gts, d.cap_width, d.sta_speed_gts, d.sta_width, d.width_downgraded) == (None, 16, None, 0, True)
+    assert len(r.devices) == 1 and "already listed at line 1" in r.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "text,line_no,reason",
+    [
+        ("", 0, "empty"),
+        ("\n \n", 0, "empty"),
+        ("01:00.0 VGA compatible controller: X\nthis is not a detail line\n", 2, "expected a device header"),
+        ("\tControl: I/O+ Mem+\n\tStatus: Cap+\n", 1, "not lspci -vv"),
+        ("\n\t\tLnkSta:\tSpeed 32GT/s (ok), Width x16 (ok)\n", 2, "filtered with grep"),
+    ],
+)
+def test_errors_name_the_line(text, line_no, reason):
+    with pytest.raises(ParseError) as info:
+        lspci_verbose.parse(text)
+    assert info.value.kind == "lspci_verbose"
+    assert info.value.line_no == line_no
+    assert reason in info.value.reason
+
+
+def test_pcie_helpers():
+    assert [pcie_generation(s) for s in (2.5, 5, 8, 16, 32, 64)] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError):
+        pcie_generation(10)
+    assert parse_link_speed("8 GT/s") == parse_link_speed("8.0 GT/s PCIe") == parse_link_speed("8GT/s") == 8.0
+    assert parse_link_speed("Unknown") is None and parse_link_speed("Unknown speed") is None
+    assert parse_link_width("x16") == 16 and parse_link_width("255") is None and parse_link_width("Unknown") is None
+
+
+def test_detect():
+    for path in sorted((FIX / "lspci_verbose").glob("*.txt")):
+        assert lspci_verbose.detect(path.read_text()) >= 30, path.name
+    assert lspci_verbose.detect(load(DELL)) == 95
+    assert lspci_verbose.detect("0000:19:00.0 3D controller [0302]: NVIDIA Corporation Device [10de:2330]\n") == 70
+    tree = (FIX / "lspci_tree" / "stelline_asus_esc8000a_e12.txt").read_text()
+    assert lspci_verbose.detect(tree) == 0
+    assert lspci_verbose.detect("CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n") == 0
+
+
+REAL_LINES = [
+    line
+    for name in (
+        "bluefield2_dpu_aarch64_host_lspci_vvv_s_01_00_0.txt",
+        "hgx_h100_nvswitch_pmc_sierra_nonroot_fixture.txt",
+        "lenovo_genoa_grep_bridge_lnkcap_filtered_partial.txt",
+        "desktop_gt730_gk208_old_lspci_format_billauer_partial.txt",
+    )
+    for line in load(name).splitlines()
+]
+
+
+@st.composite
+def mutated(draw):
+    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=20))
+    out = []
+    for line in lines:
+        op = draw(st.integers(0, 4))
+        if op == 1 and line:
+            i = draw(st.integers(0, len(line) - 1))
+            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1 :]
+        elif op == 2:
+            line = line[: draw(st.integers(0, len(line)))]
+        elif op == 3:
+            line = line.lstrip()
+        out.append(line)
+    return "\n".join(out)
+
+
+def _parses_or_parse_error(text: str) -> None:
+    try:
+        lspci_verbose.parse(text)
+    except ParseError as e:
+        assert e.kind == "lspci_verbose"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_fuzz_any_text(text):
+    _parses_or_parse_error(text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_fuzz_mutated_real_lines(text):
+    _parses_or_parse_error(text)
