@@ -19,7 +19,9 @@ is always present (empty list / null when unknown):
               "nvlink": bool, "nvswitch": bool, "sockets": int, "fingerprint": str},
               # fingerprint: stable hash of the layout (GPU count/model, NIC count/rates/states,
               # link classes, link widths) so the cluster page can group identical hosts
-  "graph": {"nodes": [{"id": str, "kind": "cpu"|"root_complex"|"root_port"|"switch"|"gpu"|"nic"
+  "graph": {"mode": "exact"|"nccl_xml"|"hwloc_xml"|"inferred"|"none", "cpu_vendor": str|null,
+            "cpu_model": int|null, "disagreements": [{"subject", "message", "sources"}],
+            "nodes": [{"id": str, "kind": "cpu"|"root_complex"|"root_port"|"switch"|"gpu"|"nic"
                         |"nvswitch"|"nvme"|"other", "label": str, "bdf": str|null, "numa": int|null,
                         "parent": str|null, "inferred": bool, "attrs": {...}}],
             "edges": [{"source": id, "target": id, "kind": "pcie"|"nvlink"|"inter_socket"|"cpu_link",
@@ -31,13 +33,22 @@ is always present (empty list / null when unknown):
   "nics": [{"name": "mlx5_0" or matrix label when unknown, "label": matrix label|null,
             "node": graph node id|null, "bdf": str|null, "port": int|null, "state": str|null,
             "phys_state": str|null, "rate_gbps": float|null, "link_layer": "InfiniBand"|"Ethernet"|null,
-            "numa": int|null, "active": bool|null, "compute": bool}],
+            "numa": int|null, "active": bool|null, "compute": bool,
+            "rail": int|null}],          # rail: position among the host's compute NICs (name order)
   "gpu_pairs": [{"a": "GPU0", "b": "GPU1", "path_class": "NV12"|"PIX"|...|"SYS", "mechanism":
                  "nvlink"|"nvswitch"|"pcie_p2p"|"shm", "p2p": bool, "reason": str,
-                 "bottleneck_gbs": float, "hops": [hop, ...]}],            # a < b only
+                 "bottleneck_gbs": float, "hops": [hop, ...],
+                 "nccl_path": "NVL"|"NVB"|"PIX"|"PXB"|"PHB"|"SYS"|null,    # NCCL's path type
+                 "via": "GPU1"|null,                 # NVB: the GPU relaying over NVLink
+                 "bottleneck": index into hops|null}],                     # a < b only
   "gpu_nic": [{"gpu": "GPU0", "nic": str, "path_class": str, "gdr": bool, "reason": str,
-               "bandwidth_gbs": float, "pxn_via": "GPU3"|null, "hops": [hop, ...]}],   # chosen NIC per GPU
-  "gpu_nic_matrix": [{"gpu", "nic", "path_class", "bandwidth_gbs"}],      # every GPU x NIC cell
+               "bandwidth_gbs": float, "pxn_via": "GPU3"|null, "hops": [hop, ...],   # chosen NIC per GPU
+               "label": matrix label|null, "nccl_path": str, "bottleneck": index|null,
+               "nic_share": int,                     # GPUs that picked the same NIC
+               "pxn_hops": [hop, ...]|null, "pxn_gdr": bool|null, "pxn_bandwidth_gbs": float|null}],
+               # hops: the GPU's own path (host-memory bounce when gdr is false); pxn_hops: the
+               # relay NCCL uses for sending when pxn_via is set
+  "gpu_nic_matrix": [{"gpu", "nic", "path_class", "bandwidth_gbs", "nccl_path", "gdr"}],  # every cell
   "contention": [{"element": node id, "label": str, "kind": "root_complex"|"root_port"|"switch_uplink"
                   |"inter_socket", "scenario": "gpu_to_nic"|"all_pairs", "devices": [names],
                   "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float}],
@@ -51,11 +62,255 @@ is always present (empty list / null when unknown):
   "warnings": [str]
 }
 
-hop = {"from": name, "to": name, "kind": "nvlink"|"pcie"|"inter_socket"|"host_memory_copy"|"fabric"
-       |"nvswitch", "spec_gbs": float|null, "expected_gbs": float|null, "flows": int, "note": str|null}
+hop = {"from": name, "to": name, "kind": "nvlink"|"pcie"|"cpu_link"|"inter_socket"|"host_memory_copy"|"fabric"
+       |"nvswitch", "spec_gbs": float|null, "expected_gbs": float|null, "flows": int, "note": str|null,
+       "from_id": graph node id|null, "to_id": graph node id|null}
+flows: gpu_pairs hops count the pairs sharing the link when every GPU pair transfers at once;
+gpu_nic hops count the GPUs whose traffic crosses it when every GPU talks to its NIC at once.
 
 ``path_between(doc_a, gpu_a, doc_b, gpu_b)`` (same or different hosts) returns
 {"src": "host/GPU0", "dst": "host/GPU5", "same_host": bool, "mechanism": str, "hops": [hop + "host"],
  "bottleneck": index into hops, "bottleneck_gbs": float, "gdr_src": bool|null, "gdr_dst": bool|null,
- "explanation": str}.
+ "explanation": str} (+ "rail_src", "rail_dst" across hosts); see ``apps.domain.cluster``.
 """
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import networkx as nx
+
+from apps.domain import contention as _contention
+from apps.domain import paths
+from apps.domain.assemble import assemble
+from apps.domain.cluster import path_between
+from apps.domain.errors import UnknownKindError
+from apps.domain.hostgraph import build_host_graph
+from apps.domain.parsers import KINDS, to_jsonable
+
+__all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "path_between", "HOSTNAME_SECTION"]
+
+SCHEMA = 1
+HOSTNAME_SECTION = "hostname"  # a report section holding the host's name, not a parser kind
+UNKNOWN_HOST = "unknown-host"
+DOC_KEYS = ("schema", "hostname", "sources", "inferred", "summary", "graph", "gpus", "nics", "gpu_pairs",
+            "gpu_nic", "gpu_nic_matrix", "contention", "p2p_gaps", "findings", "estimate", "nccl_settings",
+            "warnings")
+_NODE_KEYS = ("kind", "label", "bdf", "numa", "parent", "inferred")
+_EDGE_KEYS = ("kind", "gen", "width", "max_gen", "max_width", "links", "spec_gbs", "expected_gbs", "degraded",
+              "inferred", "note")
+
+
+@dataclass(frozen=True)
+class HostAnalysis:
+    """One host's snapshot document (``doc``), plus, when freshly analysed, the HostGraph and the
+    parser results it came from (neither is part of the document)."""
+
+    doc: dict
+    graph: nx.Graph | None = field(default=None, compare=False, repr=False)
+    results: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def hostname(self) -> str:
+        return self.doc["hostname"]
+
+    def to_dict(self) -> dict:
+        """The snapshot document (a deep copy: JSON-ready, safe to mutate)."""
+        return copy.deepcopy(self.doc)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> HostAnalysis:
+        """Restore from a stored document; raises ValueError when it is not a schema-1 document."""
+        missing = [k for k in DOC_KEYS if k not in doc]
+        if missing or doc.get("schema") != SCHEMA:
+            raise ValueError(f"not a schema-{SCHEMA} snapshot document (missing: {', '.join(missing) or '-'}; "
+                             f"schema {doc.get('schema')!r})")
+        return cls(copy.deepcopy(dict(doc)))
+
+    def host_graph(self) -> nx.Graph:
+        """The HostGraph, rebuilt from the document's ``graph`` when not kept."""
+        if self.graph is not None:
+            return self.graph
+        g = self.doc["graph"]
+        G = nx.Graph(hostname=self.hostname, inferred=self.doc["inferred"], sources=list(self.doc["sources"]),
+                     mode=g.get("mode"), cpu_vendor=g.get("cpu_vendor"), cpu_model=g.get("cpu_model"),
+                     gpu_model=self.doc["summary"].get("gpu_model"), warnings=list(self.doc["warnings"]),
+                     disagreements=list(g.get("disagreements") or []))
+        for n in g["nodes"]:
+            G.add_node(n["id"], **{k: n.get(k) for k in _NODE_KEYS}, **(n.get("attrs") or {}))
+        for e in g["edges"]:
+            G.add_edge(e["source"], e["target"], **{k: v for k, v in e.items() if k not in ("source", "target")})
+        return G
+
+    def path_to(self, gpu: str, other: HostAnalysis, other_gpu: str) -> dict:
+        return path_between(self.doc, gpu, other.doc, other_gpu)
+
+
+def _optional(module: str, name: str):
+    """A function of a module that may not be importable in every deployment of the engine."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> HostAnalysis:
+    """Parse a node report and analyse the host.
+
+    Parameters
+    ----------
+    sections : mapping
+        Section kind (a key of ``apps.domain.parsers.KINDS``, e.g. ``"nvidia_smi_topo"``) -> the raw
+        text of that command's output; an optional ``"hostname"`` section holds the host's name.
+    hostname : str, optional
+        Wins over the ``hostname`` section; ``"unknown-host"`` when neither is given.
+
+    Raises
+    ------
+    ParseError
+        Unchanged from the parser of the first section that cannot be read.
+    UnknownKindError
+        For a section whose kind is not in the registry.
+
+    Examples
+    --------
+    >>> topo = "\\tGPU0\\tGPU1\\nGPU0\\t X \\tPIX\\nGPU1\\tPIX\\t X \\n"
+    >>> a = analyze_host({"nvidia_smi_topo": topo}, "node1")
+    >>> a.doc["gpu_pairs"][0]["mechanism"], a.doc["inferred"]
+    ('pcie_p2p', True)
+    """
+    unknown = [k for k in sections if k not in KINDS and k != HOSTNAME_SECTION]
+    if unknown:
+        raise UnknownKindError(f"unknown section kind {unknown[0]!r}; known kinds: {', '.join(KINDS)}")
+    name = (hostname or "").strip() or (sections.get(HOSTNAME_SECTION) or "").strip().splitlines()[:1]
+    name = (name[0].strip() if isinstance(name, list) and name else name) or UNKNOWN_HOST
+    results: dict[str, Any] = {}
+    for kind, text in sections.items():
+        if kind != HOSTNAME_SECTION:
+            results[kind] = KINDS[kind].parse(text)
+    facts = assemble(results, name)
+    G = build_host_graph(facts)
+    plain = {k: to_jsonable(v) for k, v in results.items()}
+    doc = build_document(G, p2p=facts.p2p, results=plain)
+    return HostAnalysis(doc, G, plain)
+
+
+def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping | None = None) -> dict:
+    """The snapshot document of a HostGraph (findings and estimate included)."""
+    p2p = p2p if p2p is not None else G.graph.get("p2p")
+    routes, pairs = paths.all_gpu_pairs(G, p2p=p2p)
+    choice = paths.nic_choice(G)
+    gpu_nic = paths.gpu_nic_choice(G, choice)
+    compute = _compute_nics(G)
+    rails = {n: i for i, n in enumerate(sorted(compute, key=paths._natural))}
+    chosen = {e["gpu"]: e["nic"] for e in gpu_nic}
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "hostname": G.graph.get("hostname") or UNKNOWN_HOST,
+        "sources": list(G.graph.get("sources") or []),
+        "inferred": bool(G.graph.get("inferred")),
+        "summary": {},
+        "graph": _graph_dict(G),
+        "gpus": [_gpu_dict(G, g, chosen.get(g)) for g in paths.gpu_names(G)],
+        "nics": [_nic_dict(G, n, n in compute, rails.get(n)) for n in paths.nic_names(G)],
+        "gpu_pairs": pairs,
+        "gpu_nic": gpu_nic,
+        "gpu_nic_matrix": paths.gpu_nic_matrix(G),
+        "contention": _contention.contention(G, choice=choice, pair_routes=routes),
+        "p2p_gaps": [{"a": p["a"], "b": p["b"], "reason": p["reason"]} for p in pairs if not p["p2p"]],
+        "findings": [],
+        "estimate": {},
+        "nccl_settings": [],
+        "warnings": [str(w) for w in G.graph.get("warnings") or []],
+    }
+    doc["summary"] = _summary(G, doc)
+    evaluate = _optional("apps.domain.findings", "evaluate")
+    estimate = _optional("apps.domain.estimate", "estimate")
+    settings = _optional("apps.domain.estimate", "suggest_nccl_settings")
+    if estimate is not None:
+        doc["estimate"] = estimate(doc)
+    if settings is not None:
+        doc["nccl_settings"] = settings(doc)
+    if evaluate is not None:
+        doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
+    return json.loads(json.dumps(doc, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return to_jsonable(value) if not isinstance(value, (str, int, float, bool)) else value
+
+
+def _compute_nics(G: nx.Graph) -> set[str]:
+    """NIC ports that carry GPU traffic: a NIC's own ``compute`` attr when the graph has one,
+    else the NICs NCCL would give some GPU if every port were up (so a Down compute port still
+    counts as compute and a storage NIC far from every GPU does not)."""
+    explicit = {n for n in paths.nic_names(G) if G.nodes[n].get("compute") is True}
+    if explicit:
+        return explicit
+    every = paths.nic_choice(G, include_inactive=True)
+    return {rec["nic"] for rec in every.values()}
+
+
+def _graph_dict(G: nx.Graph) -> dict:
+    nodes = []
+    for n, d in G.nodes(data=True):
+        attrs = {k: v for k, v in d.items() if k not in _NODE_KEYS}
+        nodes.append({"id": n, **{k: d.get(k) for k in _NODE_KEYS}, "attrs": attrs})
+        nodes[-1]["label"] = nodes[-1]["label"] or n
+        nodes[-1]["inferred"] = bool(nodes[-1]["inferred"])
+    edges = []
+    for u, v, d in G.edges(data=True):
+        e = {"source": u, "target": v, **{k: d.get(k) for k in _EDGE_KEYS}}
+        e["degraded"], e["inferred"] = bool(e["degraded"]), bool(e["inferred"])
+        e.update({k: val for k, val in d.items() if k not in _EDGE_KEYS})  # nccl_gbs, source, ...
+        edges.append(e)
+    return {"mode": G.graph.get("mode"), "cpu_vendor": G.graph.get("cpu_vendor"),
+            "cpu_model": G.graph.get("cpu_model"), "disagreements": list(G.graph.get("disagreements") or []),
+            "nodes": nodes, "edges": edges}
+
+
+def _gpu_dict(G: nx.Graph, g: str, nic: str | None) -> dict:
+    d = G.nodes[g]
+    return {"name": g, "index": d.get("index"), "node": g, "bdf": d.get("bdf"), "uuid": d.get("uuid"),
+            "model": d.get("model"), "numa": d.get("numa"), "cpu_affinity": d.get("cpu_affinity"), "nic": nic}
+
+
+def _nic_dict(G: nx.Graph, n: str, compute: bool, rail: int | None) -> dict:
+    d = G.nodes[n]
+    return {"name": n, "label": d.get("nic_label") or d.get("label"), "node": n, "bdf": d.get("bdf"),
+            "port": d.get("port"), "state": d.get("state"), "phys_state": d.get("phys_state"),
+            "rate_gbps": d.get("rate_gbps"), "link_layer": d.get("link_layer"), "numa": d.get("numa"),
+            "active": d.get("active"), "compute": compute, "rail": rail}
+
+
+def _summary(G: nx.Graph, doc: dict) -> dict:
+    nics = doc["nics"]
+    gpus = doc["gpus"]
+    models = [g["model"] for g in gpus if g["model"]]
+    summary = {
+        "gpu_count": len(gpus),
+        "gpu_model": G.graph.get("gpu_model") or (models[0] if models else None),
+        "nic_count": len(nics),
+        "active_nic_count": sum(1 for n in nics if n["active"]),
+        "nic_rates_gbps": [n["rate_gbps"] for n in nics if n["compute"] and n["rate_gbps"] is not None],
+        "nvlink": any(d.get("kind") == "nvlink" for _, _, d in G.edges(data=True)),
+        "nvswitch": any(d.get("kind") == "nvswitch" for _, d in G.nodes(data=True)),
+        "sockets": sum(1 for _, d in G.nodes(data=True) if d.get("kind") == "cpu"),
+    }
+    layout = {
+        "gpus": [len(gpus), summary["gpu_model"]],
+        "nics": sorted([n["rate_gbps"] or 0, n["state"] or "", n["link_layer"] or "", n["compute"]] for n in nics),
+        "pairs": sorted(p["path_class"] or "?" for p in doc["gpu_pairs"]),
+        "gpu_nic": sorted(e["path_class"] or "?" for e in doc["gpu_nic"]),
+        "widths": sorted([e["kind"] or "", e["width"] or 0, e["gen"] or 0] for e in doc["graph"]["edges"]),
+    }
+    blob = json.dumps(layout, sort_keys=True, default=str).encode()
+    summary["fingerprint"] = hashlib.sha256(blob).hexdigest()[:16]
+    return summary
