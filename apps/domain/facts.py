@@ -1,0 +1,189 @@
+"""HostFacts: one normalised, frozen view of a host, joined by canonical PCI address.
+
+``apps.domain.assemble.assemble(results, hostname)`` builds it from the parser results of a node
+report (``nvidia-smi topo -m``, ``nvidia-smi --query-gpu=...``, ``nvidia-smi nvlink -s``,
+``lspci -D -tv``/``-vvv``, the sysfs PCI and InfiniBand listings, ``ibstat``/``ibstatus``/
+``ibv_devinfo``, NCCL's topology dump, ``lstopo --of xml``). Every device is keyed by its
+canonical BDF ``dddd:bb:dd.f`` (domain.md 4.1/4.2); GPUs are also named ``GPU<i>`` (nvidia-smi
+index, as in topo -m) and NIC ports by their HCA name (``mlx5_0``) or, when no HCA name is known,
+by their topo -m label (``NIC3``).
+
+Nothing here parses text or builds graphs: ``hostgraph.build_host_graph(facts)`` does that.
+Sources that disagree are kept as :class:`Disagreement` records for the findings rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["GpuFact", "NicFact", "PciDeviceFact", "NvlinkPair", "CpuFact", "Disagreement", "HostFacts"]
+
+
+@dataclass(frozen=True)
+class GpuFact:
+    """One GPU. ``name`` is ``GPU<index>``; link fields come from ``nvidia-smi --query-gpu``."""
+
+    index: int
+    name: str
+    bdf: str | None = None
+    uuid: str | None = None
+    model: str | None = None
+    numa: int | None = None
+    cpu_affinity: str | None = None
+    compute_cap: str | None = None
+    pstate: str | None = None
+    link_gen_current: int | None = None
+    link_gen_max: int | None = None
+    link_gen_host_max: int | None = None
+    link_width_current: int | None = None
+    link_width_max: int | None = None
+    nvlink_active: int | None = None  # nvidia-smi nvlink -s: active links
+    nvlink_total: int | None = None  # links listed (active + inactive)
+    nvlink_link_gbps: tuple[float, ...] = ()  # raw per-link rates of the active links
+
+
+@dataclass(frozen=True)
+class NicFact:
+    """One HCA port (a dual-port card is two PCI functions, each its own ``mlx5_N``)."""
+
+    name: str  # HCA name, or the topo -m label when the HCA is unknown
+    label: str | None = None  # topo -m column label (NIC3 or mlx5_3)
+    device: str | None = None  # HCA name (mlx5_3)
+    port: int | None = None
+    bdf: str | None = None
+    state: str | None = None
+    phys_state: str | None = None
+    rate_gbps: float | None = None
+    width: str | None = None
+    link_layer: str | None = None
+    numa: int | None = None
+    base_lid: int | None = None
+    sm_lid: int | None = None
+    netdevs: tuple[str, ...] = ()
+    speed_mbps: int | None = None  # NCCL XML net speed
+    gdr: bool | None = None  # NCCL XML gdr flag
+
+    @property
+    def active(self) -> bool | None:
+        return None if self.state is None else self.state.lower() == "active"
+
+
+@dataclass(frozen=True)
+class PciDeviceFact:
+    """One PCI function with its place in the tree and its link.
+
+    ``kind``: "root_port", "upstream_port", "downstream_port", "bridge", "gpu", "nic", "nvswitch",
+    "nvme", "other". ``ancestry`` lists the bridge BDFs from the root port down to the parent.
+    ``root`` names the host bridge (root complex) as ``dddd:bb`` (sysfs ``pci0000:17`` -> ``0000:17``).
+    Link fields: ``gen``/``width`` = LnkSta or sysfs current, ``max_gen``/``max_width`` = LnkCap or
+    sysfs max.
+    """
+
+    bdf: str
+    kind: str = "other"
+    parent_bdf: str | None = None
+    ancestry: tuple[str, ...] = ()
+    root: str | None = None
+    class_code: int | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    name: str | None = None
+    port_type: str | None = None
+    numa: int | None = None
+    driver: str | None = None
+    gen: int | None = None
+    width: int | None = None
+    max_gen: int | None = None
+    max_width: int | None = None
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    acs_ctl: tuple[str, ...] = ()  # flags enabled in ACSCtl (e.g. "ReqRedir", "CmpltRedir")
+    capabilities_denied: bool = False
+    local_cpulist: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class NvlinkPair:
+    """``links`` NVLinks between ``a`` and ``b`` (GPU names, or ``nvswitch`` for the fabric)."""
+
+    a: str
+    b: str
+    links: int
+    source: str
+
+
+@dataclass(frozen=True)
+class CpuFact:
+    """One CPU NUMA node (NCCL ``<cpu>``, hwloc NUMANode, or a topo -m NUMA affinity)."""
+
+    numa: int | None
+    affinity: str | None = None
+    vendor: str | None = None  # "intel", "amd", "arm", "power"
+    family_id: int | None = None
+    model_id: int | None = None
+    arch: str | None = None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Two sources describing the same thing differently (never fatal; findings may report it)."""
+
+    subject: str  # e.g. "GPU0-mlx5_0"
+    message: str
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything known about one host, joined; see the module docstring."""
+
+    hostname: str
+    sources: tuple[str, ...] = ()
+    gpus: tuple[GpuFact, ...] = ()
+    nics: tuple[NicFact, ...] = ()
+    pci: tuple[PciDeviceFact, ...] = ()
+    nvlink_pairs: tuple[NvlinkPair, ...] = ()
+    cpus: tuple[CpuFact, ...] = ()
+    cpu_vendor: str | None = None
+    cpu_model: int | None = None
+    cpu_family: int | None = None
+    gpu_model: str | None = None
+    # topo -m as printed: labels in order, {row: {col: token}} with tokens normalised (SOC -> SYS)
+    topo_labels: tuple[str, ...] = ()
+    topo: dict = field(default_factory=dict)
+    topo_pci: dict = field(default_factory=dict)  # nvidia-smi topo -mp
+    p2p: dict = field(default_factory=dict)  # nvidia-smi topo -p2p: {mode: {row: {col: token}}}
+    topo_legacy: bool = False  # legacy legend (no NODE: PHB may mean NODE)
+    warnings: tuple[str, ...] = ()
+    disagreements: tuple[Disagreement, ...] = ()
+
+    # -- lookups ---------------------------------------------------------------------------
+    def gpu(self, name: str) -> GpuFact | None:
+        return next((g for g in self.gpus if g.name == name), None)
+
+    def nic(self, name: str) -> NicFact | None:
+        return next((n for n in self.nics if n.name == name or n.label == name), None)
+
+    def pci_device(self, bdf: str) -> PciDeviceFact | None:
+        return self.pci_by_bdf.get(bdf)
+
+    @property
+    def pci_by_bdf(self) -> dict[str, PciDeviceFact]:
+        cache = self.__dict__.get("_pci_by_bdf")
+        if cache is None:
+            cache = {d.bdf: d for d in self.pci}
+            object.__setattr__(self, "_pci_by_bdf", cache)
+        return cache
+
+    @property
+    def has_pci_tree(self) -> bool:
+        """True when an exact PCI hierarchy is known (lspci, sysfs, NCCL or hwloc XML)."""
+        return any(d.parent_bdf or d.ancestry or d.root for d in self.pci)
+
+    def label_of(self, name: str) -> str:
+        """The topo -m label for a GPU or NIC name (NICs may be labelled NIC3 for mlx5_3)."""
+        n = self.nic(name)
+        return (n.label or n.name) if n else name

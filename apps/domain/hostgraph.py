@@ -1,0 +1,808 @@
+"""HostGraph: one networkx graph of a host's CPUs, PCIe tree, GPUs, NICs and NVLinks.
+
+``build_host_graph(facts)`` turns :class:`~apps.domain.facts.HostFacts` into an undirected
+:class:`networkx.Graph` following the HostGraph contract (engine contract, shared with paths,
+contention and findings):
+
+* ``G.graph``: ``hostname``, ``inferred``, ``mode`` ("exact" | "nccl_xml" | "hwloc_xml" |
+  "inferred" | "none"), ``sources``, ``cpu_vendor``, ``cpu_model``, ``gpu_model``, ``warnings``,
+  ``disagreements`` (list of {"subject", "message", "sources"}: sources that describe the host
+  differently, e.g. topo -m vs the PCI tree).
+* nodes: ``cpu<numa>``, ``rc:<domain>:<bus>`` (host bridge), ``pci:<bdf>`` (root port; a PCIe
+  switch is ONE node named after its upstream port, attrs ``upstream_bdf``/``port_bdfs``),
+  ``GPU<i>``, HCA name (``mlx5_0``; ``mlx5_0:2`` for a second port) or the topo -m label for NICs,
+  ``nvswitch0`` (the NVSwitch fabric), ``pci:<bdf>`` for NVMe / unnamed NICs. Every node has
+  ``kind``, ``label``, ``bdf``, ``numa``, ``parent`` (PCIe/CPU parent node id) and ``inferred``.
+  Inferred nodes use ``rc:inferred:<k>`` / ``switch:inferred:<k>``.
+* edges: ``kind`` "pcie" (child to its PCIe parent, carrying the child's upstream link),
+  "nvlink" (GPU-GPU or GPU-nvswitch), "inter_socket" (cpu-cpu), "cpu_link" (root complex to its
+  cpu); attrs ``gen``, ``width``, ``max_gen``, ``max_width``, ``links``, ``spec_gbs``,
+  ``expected_gbs``, ``nccl_gbs``, ``source`` (citation, from :mod:`apps.domain.bandwidth`),
+  ``degraded``, ``inferred``, ``note``.
+
+The NVSwitch fabric is one node per NVLink domain: each GPU's edge to it carries the GPU's links
+into the fabric (``NV12`` on HGX A100, ``NV18`` on H100/B200), so a GPU->GPU path through it has
+the right bottleneck. The physical NVSwitch PCI functions (class 0x0680, vendor 10de) are listed
+in the node's ``bdfs`` attribute and are not PCIe nodes: their PCIe link is management only and
+must never become a data path.
+
+Three ways to build (``G.graph["mode"]``):
+
+* exact: a PCI hierarchy from ``sysfs_pci`` / ``lspci -vvv`` / ``lspci -tv`` (or NCCL's / hwloc's
+  topology XML, whose root complexes are not named: one inferred host bridge per top-level PCI
+  element);
+* inferred: only ``nvidia-smi topo -m``: PIX groups share an inferred switch, PXB groups get an
+  inferred parent switch, PHB groups one inferred root complex, NODE splits root complexes in one
+  NUMA node, SYS splits NUMA nodes (affinity columns place them). Everything is ``inferred=True``.
+* none: no topology source; GPUs and NICs hang under one inferred CPU.
+
+When topo -m is present with an exact source, every GPU-GPU and GPU-NIC cell is compared with
+:func:`path_class` on the graph (lowest common ancestor rule, domain.md 4.2 item 5) and each
+mismatch becomes a disagreement; nothing here raises on inconsistent input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+import networkx as nx
+
+from apps.domain import bandwidth as bw
+from apps.domain.facts import GpuFact, HostFacts, NicFact
+
+__all__ = ["build_host_graph", "path_class", "pcie_path", "ancestors", "PATH_ORDER"]
+
+PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Broadcom PEX Gen4/Gen5 switches that NCCL flattens (getBcmGen, topo.cc L195-260 [S3]).
+BCM_SWITCH_IDS = {(0x1000, 0xC010): 4, (0x1000, 0xC030): 5}
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def _node(G: nx.Graph, nid: str, kind: str, label: str | None = None, *, bdf: str | None = None,
+          numa: int | None = None, parent: str | None = None, inferred: bool = False, **attrs: Any) -> None:
+    G.add_node(nid, kind=kind, label=label or nid, bdf=bdf, numa=numa, parent=parent, inferred=inferred, **attrs)
+
+
+def _edge(G: nx.Graph, a: str, b: str, kind: str, link: bw.LinkBandwidth | None = None, **attrs: Any) -> None:
+    data = {"kind": kind, "gen": None, "width": None, "max_gen": None, "max_width": None, "links": None,
+            "spec_gbs": None, "expected_gbs": None, "nccl_gbs": None, "source": None,
+            "degraded": False, "inferred": False, "note": None}
+    if link is not None:
+        data.update(spec_gbs=link.spec_gbs, expected_gbs=link.expected_gbs, nccl_gbs=link.nccl_gbs,
+                    source=link.source)
+    data.update(attrs)
+    G.add_edge(a, b, **data)
+
+
+def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: int | None,
+               max_gen: int | None, max_width: int | None, is_gpu: bool, inferred: bool = False,
+               note: str | None = None) -> None:
+    notes = [note] if note else []
+    degraded = False
+    if width and max_width and width < max_width:
+        degraded = True
+        notes.append(f"link width x{width} below capability x{max_width}")
+    if gen and max_gen and gen < max_gen:
+        if is_gpu:
+            notes.append(f"GPU at Gen{gen} below Gen{max_gen}: idle GPUs downclock PCIe; sample under load")
+        else:
+            degraded = True
+            notes.append(f"link speed Gen{gen} below capability Gen{max_gen}")
+    # the usable bandwidth of a link is its negotiated one (LnkSta); for an idle GPU the max is
+    # what it runs at under load, so size GPU links at their capability
+    use_gen = max_gen if (is_gpu and max_gen and gen and gen < max_gen) else (gen or max_gen)
+    use_width = width or max_width
+    link = bw.pcie_link(use_gen, use_width) if use_gen and use_width else None
+    _edge(G, child, parent, "pcie", link, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
+          degraded=degraded, inferred=inferred, note="; ".join(notes) or None)
+
+
+def ancestors(G: nx.Graph, node: str) -> list[str]:
+    """``node`` followed by its PCIe/CPU parents up to (and including) its cpu node."""
+    chain = [node]
+    seen = {node}
+    cur = G.nodes[node].get("parent")
+    while cur is not None and cur not in seen and cur in G:
+        chain.append(cur)
+        seen.add(cur)
+        cur = G.nodes[cur].get("parent")
+    return chain
+
+
+def _nvlink_class(G: nx.Graph, a: str, b: str) -> str | None:
+    if G.has_edge(a, b) and G.edges[a, b]["kind"] == "nvlink":
+        return f"NV{G.edges[a, b]['links']}"
+    best = None
+    for n in G[a]:
+        if G.nodes[n]["kind"] == "nvswitch" and G.has_edge(n, b):
+            links = min(G.edges[a, n]["links"] or 0, G.edges[n, b]["links"] or 0)
+            best = max(best or 0, links)
+    return f"NV{best}" if best else None
+
+
+def pcie_class(G: nx.Graph, a: str, b: str) -> str:
+    """The PCIe/CPU path class between two nodes, ignoring NVLink (what ``topo -mp`` prints)."""
+    ca, cb = ancestors(G, a), ancestors(G, b)
+    sb = set(cb)
+    lca = next((n for n in ca if n in sb), None)
+    if lca is None:
+        return "SYS"
+    if lca in (a, b):
+        return "PIX"
+    kind = G.nodes[lca]["kind"]
+    if kind == "cpu":
+        return "NODE"
+    if kind == "root_complex":
+        return "PHB"
+    # a switch or root port: one bridge level when both sit directly below it
+    if G.nodes[a].get("parent") == lca and G.nodes[b].get("parent") == lca:
+        return "PIX"
+    return "PXB"
+
+
+def path_class(G: nx.Graph, a: str, b: str) -> str:
+    """topo -m token for the pair (``NV#``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``).
+
+    NVLink first (a direct GPU-GPU bond, or the fabric through an NVSwitch node: the smaller of
+    the two GPUs' link counts), then the lowest common PCIe/CPU ancestor (domain.md 4.2 item 5):
+    both directly under one switch (or root port) = PIX, a common switch deeper = PXB, the host
+    bridge = PHB, two host bridges of one NUMA node = NODE, different NUMA nodes = SYS.
+
+    Examples
+    --------
+    >>> G = nx.Graph()
+    >>> for n, k, p in [("cpu0", "cpu", None), ("rc", "root_complex", "cpu0"), ("sw", "switch", "rc"),
+    ...                 ("GPU0", "gpu", "sw"), ("mlx5_0", "nic", "sw"), ("GPU1", "gpu", "rc")]:
+    ...     G.add_node(n, kind=k, parent=p)
+    >>> path_class(G, "GPU0", "mlx5_0"), path_class(G, "GPU0", "GPU1")
+    ('PIX', 'PHB')
+    """
+    nv = _nvlink_class(G, a, b)
+    return nv if nv else pcie_class(G, a, b)
+
+
+def pcie_path(G: nx.Graph, a: str, b: str) -> list[str]:
+    """Node ids of the PCIe/CPU route from ``a`` to ``b`` (both ends included; NVLink ignored).
+
+    Up from ``a`` to the lowest common ancestor and down to ``b``; across sockets the route goes
+    ``cpu_a -> cpu_b`` over the inter-socket link.
+    """
+    ca, cb = ancestors(G, a), ancestors(G, b)
+    sb = {n: i for i, n in enumerate(cb)}
+    for i, n in enumerate(ca):
+        if n in sb:
+            return ca[: i + 1] + list(reversed(cb[: sb[n]]))
+    return ca + list(reversed(cb))
+
+
+# -- the builder -----------------------------------------------------------------------------
+
+
+class _Build:
+    def __init__(self, facts: HostFacts) -> None:
+        self.f = facts
+        self.G = nx.Graph()
+        self.warnings: list[str] = list(facts.warnings)
+        self.disagreements: list[dict] = [
+            {"subject": d.subject, "message": d.message, "sources": list(d.sources)} for d in facts.disagreements
+        ]
+        self.info = bw.gpu_generation(facts.gpu_model) if facts.gpu_model else None
+        self.gpu_node: dict[str, str] = {g.name: g.name for g in facts.gpus}
+        self.nic_node: dict[str, str] = {}  # NicFact.name -> node id
+
+    # shared ---------------------------------------------------------------------------------
+    def cpu(self, numa: int | None, inferred: bool = False) -> str:
+        nid = f"cpu{numa}" if numa is not None else self._free_cpu_id()
+        if nid not in self.G:
+            _node(self.G, nid, "cpu", f"CPU NUMA {numa}" if numa is not None else "CPU (NUMA unknown)",
+                  numa=numa, inferred=inferred)
+        return nid
+
+    def _free_cpu_id(self) -> str:
+        # unknown NUMA nodes are numbered after every known one, so cpu<k> never poses as NUMA k
+        used = {int(n[3:]) for n in self.G if n.startswith("cpu") and n[3:].isdigit()}
+        known = [g.numa for g in self.f.gpus if g.numa is not None] + [c.numa for c in self.f.cpus if c.numa is not None]
+        k = max(known) + 1 if known else 0
+        while k in used:
+            k += 1
+        return f"cpu{k}"
+
+    def gpu_attrs(self, g: GpuFact) -> dict:
+        return dict(index=g.index, model=g.model, uuid=g.uuid, cpu_affinity=g.cpu_affinity,
+                    pstate=g.pstate, nvlink_active=g.nvlink_active)
+
+    def nic_attrs(self, n: NicFact) -> dict:
+        return dict(port=n.port, state=n.state, phys_state=n.phys_state, rate_gbps=n.rate_gbps,
+                    link_layer=n.link_layer, active=n.active, device=n.device, nic_label=n.label,
+                    netdevs=list(n.netdevs), gdr=n.gdr)
+
+    def add_gpu(self, g: GpuFact, parent: str | None, numa: int | None, inferred: bool) -> None:
+        _node(self.G, g.name, "gpu", g.name, bdf=g.bdf, numa=numa if numa is not None else g.numa,
+              parent=parent, inferred=inferred, **self.gpu_attrs(g))
+
+    def add_nic(self, n: NicFact, nid: str, parent: str | None, numa: int | None, inferred: bool) -> None:
+        _node(self.G, nid, "nic", n.label or n.name, bdf=n.bdf, numa=numa if numa is not None else n.numa,
+              parent=parent, inferred=inferred, **self.nic_attrs(n))
+        self.nic_node[n.name] = nid
+
+    def typical_gen(self) -> tuple[int | None, str]:
+        if self.info and self.info.pcie_gen:
+            return self.info.pcie_gen, f"assumed: typical Gen{self.info.pcie_gen} x16 of {self.info.family}"
+        nv = max((p.links for p in self.f.nvlink_pairs), default=0)
+        if nv >= 18:
+            return 5, "assumed: Gen5 x16 (GPU model unknown; NV18 boards are H100/H200/B200 class)"
+        if nv in (8, 12):
+            return 4, "assumed: Gen4 x16 (GPU model unknown; NV12 boards are A100 class)"
+        if nv:
+            return 3, "assumed: Gen3 x16 (GPU model unknown; NV1/NV2/NV6 boards are P100/V100 class)"
+        return None, "link unknown: topo -m does not show PCIe generation or width"
+
+    # NVLink ---------------------------------------------------------------------------------
+    def nvlinks(self) -> None:
+        f, G = self.f, self.G
+        gpus = [g.name for g in f.gpus if g.name in G]
+        peers: dict[str, dict[str, int]] = defaultdict(dict)
+        fabric_links: dict[str, int] = {}
+        for p in f.nvlink_pairs:
+            if p.b == "nvswitch":
+                fabric_links[p.a] = p.links
+            elif p.a in G and p.b in G:
+                peers[p.a][p.b] = p.links
+                peers[p.b][p.a] = p.links
+        nvswitch_bdfs = sorted(d.bdf for d in f.pci if d.kind == "nvswitch")
+        norm = self.info.nvlink_links if self.info and self.info.nvlink_links else 18
+        implied = any(sum(ps.values()) > norm for ps in peers.values())
+        use_fabric = bool(fabric_links) or bool(nvswitch_bdfs) or implied
+        link_model = f.gpu_model or (self.info.sm if self.info else None)
+        assumed = None
+        if not f.gpu_model:
+            link_model = 80  # 25 GB/s per link, the NVLink2-4 spec (V100, A100, H100)
+            assumed = "GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50)"
+        if use_fabric and (peers or fabric_links):
+            ids = nvswitch_bdfs
+            inferred = not (fabric_links or nvswitch_bdfs)
+            why = ("NVSwitch PCI functions in the PCI listing" if nvswitch_bdfs else
+                   "NCCL XML nvlink targets of class 0x0680" if fabric_links else
+                   f"implied: NV# to every peer exceeds the {norm} links a GPU has")
+            _node(G, "nvswitch0", "nvswitch", "NVSwitch fabric", inferred=inferred,
+                  switch_count=len(ids) or None, bdfs=ids, note=why)
+            for g in gpus:
+                links = fabric_links.get(g) or max(peers.get(g, {}).values(), default=0)
+                if not links:
+                    continue
+                link = bw.nvlink(link_model, links)
+                _edge(G, g, "nvswitch0", "nvlink", link, links=links, inferred=inferred, note=assumed)
+            # GPU pairs whose NV# is below what the fabric gives them: keep them visible
+            for a, ps in peers.items():
+                for b, n in ps.items():
+                    if a < b and G.has_edge(a, "nvswitch0") and G.has_edge(b, "nvswitch0"):
+                        fab = min(G.edges[a, "nvswitch0"]["links"], G.edges[b, "nvswitch0"]["links"])
+                        if fab != n:
+                            self.disagreements.append({
+                                "subject": f"{a}-{b}",
+                                "message": f"{a}-{b} shows NV{n} but the GPUs have {fab} links into the NVSwitch fabric",
+                                "sources": ["nvidia_smi_topo"],
+                            })
+        else:
+            for a, ps in peers.items():
+                for b, n in ps.items():
+                    if _gkey(a) < _gkey(b):
+                        _edge(G, a, b, "nvlink", bw.nvlink(link_model, n), links=n, note=assumed,
+                              inferred=False)
+        # nvlink -s active counts vs the fabric/pair counts
+        for g in f.gpus:
+            if g.nvlink_active is None or g.name not in G:
+                continue
+            total = sum(d["links"] or 0 for _, _, d in G.edges(g.name, data=True) if d["kind"] == "nvlink")
+            if total and g.nvlink_active != total:
+                self.disagreements.append({
+                    "subject": g.name,
+                    "message": f"nvidia-smi nvlink -s shows {g.nvlink_active} active links on {g.name}, "
+                               f"the NVLink graph has {total}",
+                    "sources": ["nvidia_smi_nvlink", "nvidia_smi_topo"],
+                })
+
+    def sockets(self) -> None:
+        G = self.G
+        cpus = sorted((n for n, d in G.nodes(data=True) if d["kind"] == "cpu"), key=_gkey)
+        link = bw.inter_socket(self.f.cpu_vendor, self.f.cpu_model, self.f.cpu_family)
+        inferred = self.G.graph.get("inferred", False)
+        for i, a in enumerate(cpus):
+            for b in cpus[i + 1:]:
+                _edge(G, a, b, "inter_socket", link, inferred=inferred,
+                      note=None if link.spec_gbs or link.nccl_gbs else "CPU vendor unknown")
+
+    # exact ----------------------------------------------------------------------------------
+    def exact(self) -> None:
+        f, G = self.f, self.G
+        devs = f.pci_by_bdf
+        gpu_by_bdf = {g.bdf: g for g in f.gpus if g.bdf}
+        nics_by_bdf: dict[str, list[NicFact]] = defaultdict(list)
+        for n in f.nics:
+            if n.bdf:
+                nics_by_bdf[n.bdf].append(n)
+        self._join_nics_by_order(nics_by_bdf)
+
+        def parent_of(bdf: str) -> str | None:
+            d = devs[bdf]
+            p = d.parent_bdf or (d.ancestry[-1] if d.ancestry else None)
+            return p if p in devs else None
+
+        def interesting(bdf: str) -> bool:
+            d = devs[bdf]
+            return d.kind in ("gpu", "nic", "nvme") or bdf in gpu_by_bdf or bdf in nics_by_bdf
+
+        keep: set[str] = set()
+        for bdf in devs:
+            if interesting(bdf):
+                cur: str | None = bdf
+                while cur is not None and cur not in keep:
+                    keep.add(cur)
+                    cur = parent_of(cur)
+        # bridge roles: explicit port type, else alternate below a root port
+        role: dict[str, str] = {}
+
+        def role_of(bdf: str) -> str:
+            if bdf in role:
+                return role[bdf]
+            d = devs[bdf]
+            p = parent_of(bdf)
+            r = d.kind
+            if r == "bridge":
+                if p is None:
+                    r = "root_port"
+                else:
+                    pr = role_of(p)
+                    r = "downstream_port" if pr == "upstream_port" else "upstream_port"
+            role[bdf] = r
+            return r
+
+        node_of: dict[str, str] = {}
+        for bdf in sorted(keep):
+            r = role_of(bdf)
+            if r == "root_port":
+                node_of[bdf] = f"pci:{bdf}"
+            elif r == "upstream_port":
+                node_of[bdf] = f"pci:{bdf}"
+            elif r == "downstream_port":
+                p = parent_of(bdf)
+                node_of[bdf] = f"pci:{p}" if p and role_of(p) == "upstream_port" else f"pci:{bdf}"
+        # numa per root complex from everything below it
+        rc_of: dict[str, str] = {}
+        rc_numas: dict[str, Counter] = defaultdict(Counter)
+        for bdf in keep:
+            chain = [bdf]
+            while (p := parent_of(chain[-1])) is not None:
+                chain.append(p)
+            top = devs[chain[-1]]
+            rc = f"rc:{top.root}" if top.root else f"rc:{top.bdf[:7]}"
+            rc_of[bdf] = rc
+            if devs[bdf].numa is not None:
+                rc_numas[rc][devs[bdf].numa] += 1
+        numa_known = any(rc_numas.values())
+        for rc in sorted(set(rc_of.values())):
+            numa = rc_numas[rc].most_common(1)[0][0] if rc_numas[rc] else None
+            cpu = self.cpu(numa if numa_known else None) if numa is not None or not numa_known else self.cpu(None)
+            inferred_rc = f.pci and all(devs[b].source.startswith(("nccl_topo_xml", "hwloc_xml"))
+                                        for b in keep if rc_of[b] == rc)
+            _node(G, rc, "root_complex", f"host bridge {rc[3:]}", numa=numa, parent=cpu,
+                  inferred=bool(inferred_rc), note="one per top-level PCI element (XML has no host bridges)"
+                  if inferred_rc else None)
+            _edge(G, rc, cpu, "cpu_link", inferred=bool(inferred_rc))
+        # nodes, parents first
+        for bdf in sorted(keep, key=lambda b: (len(self._chain(b, parent_of)), b)):
+            d = devs[bdf]
+            r = role_of(bdf)
+            p = parent_of(bdf)
+            parent_node = node_of.get(p) if p else rc_of[bdf]
+            numa = d.numa if d.numa is not None else G.nodes[rc_of[bdf]]["numa"]
+            if r == "downstream_port":
+                nid = node_of[bdf]
+                if nid == f"pci:{bdf}":  # a downstream port whose upstream port is unknown
+                    _node(G, nid, "switch", d.name or f"switch {bdf}", bdf=bdf, numa=numa, parent=parent_node,
+                          upstream_bdf=None, port_bdfs=[bdf])
+                    _edge(G, nid, parent_node, "pcie", note="upstream port not in the listing")
+                else:
+                    G.nodes[nid]["port_bdfs"].append(bdf)
+                continue
+            if r == "root_port":
+                _node(G, node_of[bdf], "root_port", f"root port {bdf}", bdf=bdf, numa=numa, parent=parent_node,
+                      port_type=d.port_type, acs_ctl=list(d.acs_ctl))
+                _edge(G, node_of[bdf], parent_node, "pcie", note="inside the root complex")
+                continue
+            if r == "upstream_port":
+                bcm = BCM_SWITCH_IDS.get((d.vendor_id, d.device_id))
+                _node(G, node_of[bdf], "switch", d.name or f"PCIe switch {bdf}", bdf=bdf, numa=numa,
+                      parent=parent_node, upstream_bdf=bdf, port_bdfs=[], vendor_id=d.vendor_id,
+                      device_id=d.device_id, bcm_gen=bcm)
+                self._link(node_of[bdf], parent_node, d, devs.get(p) if p else None, is_gpu=False)
+                continue
+            # endpoints
+            pdev = devs.get(p) if p else None
+            if bdf in gpu_by_bdf or d.kind == "gpu":
+                g = gpu_by_bdf.get(bdf)
+                if g is None:
+                    self.warnings.append(f"NVIDIA GPU {bdf} in the PCI listing is not in nvidia-smi")
+                    _node(G, f"pci:{bdf}", "gpu", d.name or bdf, bdf=bdf, numa=numa, parent=parent_node)
+                    self._link(f"pci:{bdf}", parent_node, d, pdev, is_gpu=True)
+                    continue
+                self.add_gpu(g, parent_node, numa, inferred=False)
+                self._link(g.name, parent_node, d, pdev, is_gpu=True, gpu=g)
+            elif bdf in nics_by_bdf:
+                for n in nics_by_bdf[bdf]:
+                    self.add_nic(n, n.name, parent_node, numa, inferred=False)
+                    self._link(n.name, parent_node, d, pdev, is_gpu=False)
+            elif d.kind == "nic":
+                nid = f"pci:{bdf}"
+                _node(G, nid, "nic", d.name or bdf, bdf=bdf, numa=numa, parent=parent_node, port=None,
+                      state=None, phys_state=None, rate_gbps=None, link_layer=None, active=None, device=None,
+                      nic_label=None, netdevs=[], gdr=None)
+                self._link(nid, parent_node, d, pdev, is_gpu=False)
+            elif d.kind in ("nvme", "other"):
+                nid = f"pci:{bdf}"
+                _node(G, nid, d.kind, d.name or bdf, bdf=bdf, numa=numa, parent=parent_node)
+                self._link(nid, parent_node, d, pdev, is_gpu=False)
+        self._place_leftovers()
+
+    @staticmethod
+    def _chain(bdf: str, parent_of) -> list[str]:
+        chain = [bdf]
+        while (p := parent_of(chain[-1])) is not None and p not in chain:
+            chain.append(p)
+        return chain
+
+    def _link(self, child: str, parent: str, d, pdev, *, is_gpu: bool, gpu: GpuFact | None = None) -> None:
+        gen, width, max_gen, max_width = d.gen, d.width, d.max_gen, d.max_width
+        if gpu is not None:
+            gen = gen or gpu.link_gen_current
+            width = width or gpu.link_width_current
+            max_gen = max_gen or gpu.link_gen_max
+            max_width = max_width or gpu.link_width_max
+            if gpu.link_gen_host_max and max_gen:
+                max_gen = min(max_gen, gpu.link_gen_host_max)
+        note = None
+        if pdev is not None and pdev.max_width and max_width and pdev.max_width < max_width:
+            note = f"parent port is x{pdev.max_width}: the slot caps the device's x{max_width}"
+            max_width = pdev.max_width
+        if pdev is not None and pdev.max_gen and max_gen and pdev.max_gen < max_gen:
+            note = (note + "; " if note else "") + f"parent port caps Gen{max_gen} at Gen{pdev.max_gen}"
+            max_gen = pdev.max_gen
+        if d.capabilities_denied and not gen:
+            note = (note + "; " if note else "") + "lspci: Capabilities <access denied> (not root)"
+        _pcie_edge(self.G, child, parent, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
+                   is_gpu=is_gpu, note=note)
+
+    def _join_nics_by_order(self, nics_by_bdf: dict[str, list[NicFact]]) -> None:
+        """mlx5_N without a PCI address: mlx5_core probes in bus order, so mlx5_N follows BDF order."""
+        f = self.f
+        named = [n for n in f.nics if not n.bdf and n.device and re.fullmatch(r"mlx5_\d+", n.device)
+                 and n.port in (None, 1)]
+        if not named:
+            return
+        funcs = sorted(d.bdf for d in f.pci if d.kind == "nic" and d.vendor_id == 0x15B3
+                       and d.bdf not in nics_by_bdf and (d.class_code or 0x0200) >> 8 == 0x02)
+        if len(funcs) != len(named):
+            if funcs:
+                self.warnings.append(
+                    f"{len(named)} HCAs without a PCI address and {len(funcs)} Mellanox PCI functions: "
+                    "HCAs placed from topo -m only"
+                )
+            return
+        named.sort(key=lambda n: int(n.device.split("_")[1]))
+        for n, bdf in zip(named, funcs):
+            nics_by_bdf[bdf].append(_with_bdf(n, bdf))
+        self.warnings.append(
+            "HCA names joined to PCI addresses by bus order (mlx5_N numbering follows probe order); "
+            "collect /sys/class/infiniband/*/device to make the join exact"
+        )
+
+    def _place_leftovers(self) -> None:
+        """GPUs/NICs known to nvidia-smi/ibstat but not found in the PCI tree."""
+        G = self.G
+        for g in self.f.gpus:
+            if g.name not in G:
+                cpu = self.cpu(g.numa) if g.numa is not None else self._any_cpu()
+                _node(G, g.name, "gpu", g.name, bdf=g.bdf, numa=g.numa, parent=cpu, inferred=True,
+                      **self.gpu_attrs(g), note="not found in the PCI listing")
+                _edge(G, g.name, cpu, "pcie", inferred=True, note="placement unknown: not in the PCI listing")
+        for n in self.f.nics:
+            if n.name not in self.nic_node and n.name not in G:
+                cpu = self.cpu(n.numa) if n.numa is not None else self._any_cpu()
+                self.add_nic(n, n.name, cpu, None, inferred=True)
+                _edge(G, n.name, cpu, "pcie", inferred=True, note="placement unknown: not in the PCI listing")
+
+    def _any_cpu(self) -> str:
+        cpus = sorted((n for n, d in self.G.nodes(data=True) if d["kind"] == "cpu"), key=_gkey)
+        return cpus[0] if cpus else self.cpu(None, inferred=True)
+
+    # inferred -------------------------------------------------------------------------------
+    def inferred(self) -> None:
+        f, G = self.f, self.G
+        topo = f.topo
+        labels = list(f.topo_labels) or list(topo)
+        node_of: dict[str, str] = {}
+        for g in f.gpus:
+            node_of[g.name] = g.name
+        nic_by_label = {}
+        for n in f.nics:
+            if n.label:
+                nic_by_label[n.label] = n
+                node_of[n.label] = n.name
+        labels = [lb for lb in labels if lb in node_of]
+
+        def tok(a: str, b: str) -> str | None:
+            t = (topo.get(a) or {}).get(b) or (topo.get(b) or {}).get(a)
+            if t and t.startswith("NV"):
+                t = (f.topo_pci.get(a) or {}).get(b)  # -mp shows the PCIe relation hidden by NV#
+            return t if t in PATH_ORDER else None
+
+        rank = {t: i for i, t in enumerate(PATH_ORDER)}
+
+        def groups(members: list[str], closer_than: str, key_extra=None) -> list[list[str]]:
+            parent = {m: m for m in members}
+
+            def find(x: str) -> str:
+                while parent[x] != x:
+                    parent[x] = parent[parent[x]]
+                    x = parent[x]
+                return x
+
+            for i, a in enumerate(members):
+                for b in members[i + 1:]:
+                    t = tok(a, b)
+                    if t is not None and rank[t] < rank[closer_than]:
+                        parent[find(a)] = find(b)
+            if key_extra:
+                # same NUMA affinity joins two groups unless topo -m puts SYS between them
+                # (the matrix wins: VMs often expose one NUMA node while nvidia-smi says SYS)
+                by_key: dict[Any, str] = {}
+                reported: set[frozenset] = set()
+                for m in members:
+                    k = key_extra(m)
+                    if k is None:
+                        continue
+                    if k not in by_key:
+                        by_key[k] = m
+                        continue
+                    ra, rb = find(m), find(by_key[k])
+                    if ra == rb:
+                        continue
+                    ga = [x for x in members if find(x) == ra]
+                    gb = [x for x in members if find(x) == rb]
+                    sys_pair = next(((x, y) for x in ga for y in gb if tok(x, y) == "SYS"), None)
+                    if sys_pair and labels.index(sys_pair[0]) > labels.index(sys_pair[1]):
+                        sys_pair = (sys_pair[1], sys_pair[0])
+                    if sys_pair is None:
+                        parent[ra] = rb
+                    elif frozenset((ra, rb)) not in reported:
+                        reported.add(frozenset((ra, rb)))
+                        self.disagreements.append({
+                            "subject": f"{sys_pair[0]}-{sys_pair[1]}",
+                            "message": f"topo -m says SYS for {sys_pair[0]}-{sys_pair[1]} although "
+                                       f"{m} and {by_key[k]} report the same "
+                                       f"{k[0] == 'numa' and 'NUMA' or 'CPU'} affinity {k[1]}; "
+                                       "the layout follows the matrix",
+                            "sources": ["nvidia_smi_topo"],
+                        })
+            out: dict[str, list[str]] = defaultdict(list)
+            for m in members:
+                out[find(m)].append(m)
+            return sorted(out.values(), key=lambda ms: labels.index(ms[0]))
+
+        gpu_numa = {g.name: g.numa for g in f.gpus}
+        gpu_aff = {g.name: g.cpu_affinity for g in f.gpus}
+        numa_key = (lambda m: ("numa", gpu_numa[m]) if gpu_numa.get(m) is not None else
+                    (("aff", gpu_aff[m]) if gpu_aff.get(m) else None))
+        gen, gen_note = self.typical_gen()
+        numa_groups = groups(labels, "SYS", numa_key)
+        # NUMA ids: from the affinity columns, else by order of first CPU in the affinity list
+        aff_order = sorted({a for a in gpu_aff.values() if a}, key=_first_cpu)
+        rc_k = sw_k = 0
+        for grp in numa_groups:
+            numas = [gpu_numa[m] for m in grp if gpu_numa.get(m) is not None]
+            numa = Counter(numas).most_common(1)[0][0] if numas else None
+            note = None
+            if numa is None:
+                affs = [gpu_aff[m] for m in grp if gpu_aff.get(m)]
+                if affs and f.topo_labels:
+                    numa = aff_order.index(Counter(affs).most_common(1)[0][0])
+                    note = "NUMA id assumed from the order of the CPU affinity lists"
+            if numa is not None and f"cpu{numa}" in G:
+                numa = None  # two groups claim one NUMA node: keep them apart, ids unknown
+            cpu = self.cpu(numa, inferred=True)
+            if note:
+                G.nodes[cpu]["note"] = note
+            for rc_grp in groups(grp, "NODE"):
+                rc = f"rc:inferred:{rc_k}"
+                rc_k += 1
+                _node(G, rc, "root_complex", "host bridge (inferred)", numa=G.nodes[cpu]["numa"], parent=cpu,
+                      inferred=True)
+                _edge(G, rc, cpu, "cpu_link", inferred=True)
+                for pxb_grp in groups(rc_grp, "PHB"):
+                    pix_grps = groups(pxb_grp, "PXB")
+                    top = rc
+                    if len(pix_grps) > 1:
+                        top = f"switch:inferred:{sw_k}"
+                        sw_k += 1
+                        _node(G, top, "switch", "PCIe switch (inferred)", numa=G.nodes[cpu]["numa"], parent=rc,
+                              inferred=True, upstream_bdf=None, port_bdfs=[])
+                        self._inferred_link(top, rc, gen, gen_note)
+                    for pix in pix_grps:
+                        holder = top
+                        if len(pix) > 1 or len(pix_grps) > 1:
+                            holder = f"switch:inferred:{sw_k}"
+                            sw_k += 1
+                            _node(G, holder, "switch", "PCIe switch (inferred)", numa=G.nodes[cpu]["numa"],
+                                  parent=top, inferred=True, upstream_bdf=None, port_bdfs=[])
+                            self._inferred_link(holder, top, gen, gen_note)
+                        for m in pix:
+                            self._inferred_device(m, holder, G.nodes[cpu]["numa"], gen, gen_note, nic_by_label)
+        # GPUs / NICs not in the matrix
+        for g in f.gpus:
+            if g.name not in G:
+                cpu = self._any_cpu()
+                self.add_gpu(g, cpu, None, inferred=True)
+                _edge(G, g.name, cpu, "pcie", inferred=True, note="not in topo -m: placement unknown")
+        for n in f.nics:
+            if n.name not in G:
+                cpu = self._any_cpu()
+                self.add_nic(n, n.name, cpu, None, inferred=True)
+                _edge(G, n.name, cpu, "pcie", inferred=True, note="not in topo -m: placement unknown")
+
+    def _inferred_link(self, child: str, parent: str, gen: int | None, note: str) -> None:
+        _pcie_edge(self.G, child, parent, gen=gen, width=16 if gen else None, max_gen=gen,
+                   max_width=16 if gen else None, is_gpu=False, inferred=True, note=note)
+
+    def _inferred_device(self, label: str, parent: str, numa: int | None, gen: int | None, note: str,
+                         nic_by_label: dict[str, NicFact]) -> None:
+        g = self.f.gpu(label)
+        if g is not None:
+            self.add_gpu(g, parent, numa, inferred=True)
+            known = g.link_gen_max or g.link_width_max
+            if known:
+                _pcie_edge(self.G, g.name, parent, gen=g.link_gen_current, width=g.link_width_current,
+                           max_gen=g.link_gen_max, max_width=g.link_width_max, is_gpu=True, inferred=True,
+                           note="link from nvidia-smi --query-gpu; position inferred from topo -m")
+            else:
+                self._inferred_link(g.name, parent, gen, note)
+            return
+        n = nic_by_label[label]
+        self.add_nic(n, n.name, parent, numa, inferred=True)
+        self._inferred_link(n.name, parent, gen, note)
+
+    # checks ---------------------------------------------------------------------------------
+    def check_against_topo(self, exact: bool) -> None:
+        f, G = self.f, self.G
+        if not f.topo:
+            return
+        nodes = {}
+        for g in f.gpus:
+            if g.name in G:
+                nodes[g.name] = g.name
+        for n in f.nics:
+            if n.label and n.name in G:
+                nodes[n.label] = n.name
+        labels = [lb for lb in f.topo_labels if lb in nodes]
+        what = "the PCI tree" if exact else "the inferred layout"
+        for i, a in enumerate(labels):
+            for b in labels[i + 1:]:
+                if not (a.startswith("GPU") or b.startswith("GPU")):
+                    if exact:
+                        pass  # NIC-NIC cells are checked too, they catch wrong HCA joins
+                    else:
+                        continue
+                t = (f.topo.get(a) or {}).get(b) or (f.topo.get(b) or {}).get(a)
+                if not t or t == "X":
+                    continue
+                got = path_class(G, nodes[a], nodes[b])
+                if t.startswith("NV") and not got.startswith("NV"):
+                    self._dis(a, b, t, got, what)
+                elif t.startswith("NV"):
+                    continue  # NV counts are compared in nvlinks()
+                elif got.startswith("NV"):
+                    self._dis(a, b, t, got, what)
+                else:
+                    pc = pcie_class(G, nodes[a], nodes[b])
+                    if not _same_class(t, pc, f.topo_legacy):
+                        extra = ""
+                        if t == "PXB" and pc == "PIX":
+                            extra = ""
+                        lca = _lca(G, nodes[a], nodes[b])
+                        self._dis(a, b, t, pc, what, lca, extra)
+
+    def _dis(self, a: str, b: str, t: str, got: str, what: str, lca: str | None = None, extra: str = "") -> None:
+        where = f" (lowest common ancestor {lca})" if lca else ""
+        self.disagreements.append({
+            "subject": f"{a}-{b}",
+            "message": f"topo -m says {t} for {a}-{b} but {what} gives {got}{where}{extra}",
+            "sources": ["nvidia_smi_topo"] + [s for s in self.f.sources if s != "nvidia_smi_topo"][:3],
+        })
+
+    # entry ----------------------------------------------------------------------------------
+    def build(self) -> nx.Graph:
+        f, G = self.f, self.G
+        if f.has_pci_tree:
+            xml_only = all(s in ("nccl_topo_xml", "hwloc_xml") for s in
+                           {src for d in f.pci for src in d.source.split(",") if src})
+            mode = ("nccl_xml" if "nccl_topo_xml" in f.sources else "hwloc_xml") if xml_only else "exact"
+            inferred = False
+        elif f.topo:
+            mode, inferred = "inferred", True
+        else:
+            mode, inferred = "none", True
+        G.graph.update(hostname=f.hostname, inferred=inferred, mode=mode, sources=list(f.sources),
+                       cpu_vendor=f.cpu_vendor, cpu_model=f.cpu_model, gpu_model=f.gpu_model)
+        for c in f.cpus:
+            if c.numa is not None:
+                self.cpu(c.numa)
+                G.nodes[f"cpu{c.numa}"].update(affinity=c.affinity)
+        if mode in ("exact", "nccl_xml", "hwloc_xml"):
+            self.exact()
+        elif mode == "inferred":
+            self.inferred()
+        else:
+            self._place_leftovers()
+            self.warnings.append("no topology source (topo -m, lspci, sysfs or a topology XML): layout unknown")
+        self.nvlinks()
+        self.sockets()
+        self.check_against_topo(exact=not inferred)
+        G.graph["warnings"] = self.warnings
+        G.graph["disagreements"] = self.disagreements
+        return G
+
+
+def _with_bdf(n: NicFact, bdf: str) -> NicFact:
+    from dataclasses import replace
+
+    return replace(n, bdf=bdf)
+
+
+def _lca(G: nx.Graph, a: str, b: str) -> str | None:
+    sb = set(ancestors(G, b))
+    return next((n for n in ancestors(G, a) if n in sb), None)
+
+
+def _same_class(topo_token: str, graph_token: str, legacy: bool) -> bool:
+    if topo_token == graph_token:
+        return True
+    if legacy and {topo_token, graph_token} == {"PHB", "NODE"}:
+        return True  # legacy legends have no NODE: PHB covered both
+    return False
+
+
+def _gkey(name: str) -> tuple[int, str]:
+    m = re.search(r"(\d+)$", name)
+    return (int(m.group(1)) if m else -1, name)
+
+
+def _first_cpu(aff: str) -> int:
+    m = re.match(r"\s*(\d+)", aff or "")
+    return int(m.group(1)) if m else 1 << 30
+
+
+def build_host_graph(facts: HostFacts) -> nx.Graph:
+    """Build the HostGraph of one host (see the module docstring for the schema).
+
+    Parameters
+    ----------
+    facts : HostFacts
+        From :func:`apps.domain.assemble.assemble`.
+
+    Returns
+    -------
+    networkx.Graph
+        Never raises on inconsistent facts; conflicts are in ``G.graph["disagreements"]``.
+
+    Examples
+    --------
+    >>> from apps.domain.assemble import assemble
+    >>> topo = {"matrix": {"GPU0": {"GPU0": "X", "GPU1": "PIX"}, "GPU1": {"GPU0": "PIX", "GPU1": "X"}}}
+    >>> G = build_host_graph(assemble({"nvidia_smi_topo": topo}, "h"))
+    >>> G.graph["inferred"], path_class(G, "GPU0", "GPU1")
+    (True, 'PIX')
+    """
+    return _Build(facts).build()
