@@ -9,7 +9,8 @@ them alike. A field a producer does not print is ``None`` (or an empty tuple).
                      ``"ibv_devinfo"`` or ``"sysfs_ib"``.
     ``cas``          tuple of :class:`Ca` in the order printed.
     ``port_guids``   every port GUID in the order printed (``ibstat -p`` prints nothing else; for the
-                     other producers it repeats ``Port.port_guid`` of every port that has one).
+                     other producers it repeats ``Port.port_guid`` of every port that has a non-zero one:
+                     Ethernet ports of some adapters print ``Port GUID: 0x0``).
     ``warnings``     tuple of strings: anything recovered rather than read cleanly.
 
 ``Ca``
@@ -85,6 +86,8 @@ __all__ = [
     "SPEED_BY_CODE",
     "is_command_echo",
     "missing_lines",
+    "port_guids_of",
+    "ZERO_GUID",
 ]
 
 
@@ -286,3 +289,11 @@ def missing_lines(where: str, labels: list[str]) -> str:
     """Warning text for labels a producer always prints but the text lacks."""
     shown = ", ".join(repr(label + ":") for label in labels)
     return f"{where} has no {shown} line{'s' if len(labels) > 1 else ''} (output trimmed?)"
+
+
+ZERO_GUID = "0x" + "0" * 16
+
+
+def port_guids_of(cas) -> tuple[str, ...]:
+    """Non-zero port GUIDs of every port of ``cas``, in order."""
+    return tuple(p.port_guid for c in cas for p in c.ports if p.port_guid not in (None, ZERO_GUID))

@@ -53,6 +53,7 @@ import re
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._ib import (
+    ZERO_GUID,
     Ca,
     IbResult,
     Port,
@@ -63,6 +64,7 @@ from apps.domain.parsers._ib import (
     normalise_state,
     parse_int,
     parse_rate,
+    port_guids_of,
 )
 from apps.domain.parsers._text import clean_lines
 
@@ -209,7 +211,9 @@ def _parse_port_guids(lines: list[str], warnings: list[str]) -> IbResult:
             continue
         if not _GUID_LINE_RE.match(line):
             raise ParseError(KIND, no, line, "expected one port GUID (0x...) per line, as 'ibstat -p' prints")
-        guids.append(canonical_guid(line.strip()))
+        guid = canonical_guid(line.strip())
+        if guid != ZERO_GUID:  # Ethernet ports of some adapters have none
+            guids.append(guid)
     return IbResult(source="ibstat -p", cas=(), port_guids=tuple(guids), warnings=tuple(warnings))
 
 
@@ -327,7 +331,7 @@ def parse(text: str) -> IbResult:
             no, line, stripped = first_diag
             raise ParseError(KIND, no, line, f"ibstat failed and printed no CA: {stripped}")
         raise ParseError(KIND, first[0], first[1], "no CA 'name' line found: this is not ibstat output")
-    guids = tuple(p.port_guid for c in cas for p in c.ports if p.port_guid is not None)
+    guids = port_guids_of(cas)
     return IbResult(source="ibstat", cas=tuple(cas), port_guids=guids, warnings=tuple(warnings))
 
 

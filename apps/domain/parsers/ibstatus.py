@@ -46,6 +46,7 @@ from apps.domain.parsers._ib import (
     normalise_state,
     parse_int,
     parse_rate,
+    port_guids_of,
 )
 from apps.domain.parsers._text import clean_lines
 
@@ -168,7 +169,7 @@ def parse(text: str) -> IbResult:
             raise ParseError(KIND, first_diag[0], first_diag[1], "ibstatus failed and printed no device")
         raise ParseError(KIND, 0, "", "no \"Infiniband device '<name>' port <n> status:\" line found")
     cas = tuple(Ca(name=name, ports=tuple(ports)) for name, ports in ports_by_ca.items())
-    guids = tuple(p.port_guid for c in cas for p in c.ports if p.port_guid is not None)
+    guids = port_guids_of(cas)
     return IbResult(source="ibstatus", cas=cas, port_guids=guids, warnings=tuple(warnings))
 
 

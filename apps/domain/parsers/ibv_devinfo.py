@@ -70,6 +70,7 @@ from apps.domain.parsers._ib import (
     normalise_state,
     number,
     parse_int,
+    port_guids_of,
 )
 from apps.domain.parsers._text import clean_lines
 
@@ -296,7 +297,7 @@ def parse(text: str) -> IbResult:
     close_ca()
     if not cas and not no_devices:
         raise ParseError(KIND, 0, "", "no 'hca_id:' line found: this is not ibv_devinfo output")
-    guids = tuple(p.port_guid for c in cas for p in c.ports if p.port_guid is not None)
+    guids = port_guids_of(cas)
     return IbResult(source="ibv_devinfo", cas=tuple(cas), port_guids=guids, warnings=tuple(warnings))
 
 

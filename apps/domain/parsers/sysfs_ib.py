@@ -198,6 +198,7 @@ from apps.domain.parsers._ib import (
     normalise_state,
     parse_int,
     parse_rate,
+    port_guids_of,
 )
 from apps.domain.parsers._text import clean_lines
 from apps.domain.pci import canonical_bdf
@@ -419,7 +420,7 @@ def parse(text: str) -> IbResult:
         warnings.append(f"no '{HEADER}' header line")
     if ended_at is None:
         warnings.append("no closing 'end' line: the listing may be cut short")
-    guids = tuple(p.port_guid for c in cas for p in c.ports if p.port_guid is not None)
+    guids = port_guids_of(cas)
     return IbResult(source="sysfs_ib", cas=tuple(cas), port_guids=guids, warnings=tuple(warnings))
 
 
