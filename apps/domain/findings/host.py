@@ -174,7 +174,8 @@ def rule_x01(ctx: Ctx) -> list[dict]:
     for w in ctx.warnings():
         if not _DISAGREE.search(w):
             continue
-        devices = sorted({t for t in re.findall(r"[\w:.\-]+", w) if t in names}, key=gpu_sort_key)
+        tokens = {t.rstrip(".:") for t in re.findall(r"[\w:.]+", w)}
+        devices = sorted(tokens & names, key=gpu_sort_key)
         out.append(finding(X01, devices, w if w.endswith(".") else w + "."))
     return out
 
