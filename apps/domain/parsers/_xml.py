@@ -99,6 +99,11 @@ class _Builder:
         self.stack.append(node)
         return node
 
+    def fast_start(self, tag, attr_list):
+        # expat handler (ordered_attributes): [name1, value1, name2, value2, ...]
+        it = iter(attr_list)
+        return self.start(tag, dict(zip(it, it)))
+
     def end(self, tag):
         node = self.stack.pop()
         if not self.stack:
@@ -137,6 +142,12 @@ def read_xml(kind: str, text: str) -> XmlDoc:
     parser = DefusedXMLParser(target=builder)
     expat = parser.parser
     builder.expat = expat
+    # Skip ElementTree's per-tag Python wrapper: wire expat straight to the builder. The
+    # defusedxml handlers (entity declarations, external references) stay installed.
+    expat.ordered_attributes = 1
+    expat.StartElementHandler = builder.fast_start
+    expat.EndElementHandler = builder.end
+    expat.CharacterDataHandler = builder.data
     doc_text = "\n".join(lines)
     try:
         parser.feed(doc_text)

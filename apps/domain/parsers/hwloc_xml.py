@@ -251,8 +251,8 @@ class _Reader:
         if otype in ("Machine", "System"):
             self.product = self.product or infos.get("DMIProductName")
             self.architecture = self.architecture or infos.get("Architecture")
-        os_index = self._int(node, "os_index")
-        gp = self._int(node, "gp_index")
+        os_index = self._int(node, "os_index") if otype in ("Package", "NUMANode") else None
+        gp = self._int(node, "gp_index") if otype in ("Package", "NUMANode") else None
         child_objects = [c for c in node.children if c.tag == "object"]
         here = _Ctx(ctx.package, ctx.numa, ctx.host_bridge, None, 0, None)
         if otype == "Package":
