@@ -26,14 +26,17 @@ def canonical_bdf(text: str) -> str:
     '0000:1b:00.0'
     >>> canonical_bdf("3b:00.1")
     '0000:3b:00.1'
+    >>> canonical_bdf("10000:E0:06.0")
+    '10000:e0:06.0'
 
     Raises ``ValueError`` when ``text`` is not a PCI address.
     """
     m = _BDF_RE.match(text.strip())
     if not m:
         raise ValueError(f"not a PCI address: {text!r}")
-    domain = (m.group("domain") or "0").lower()
-    domain = domain[-4:].rjust(4, "0")
+    # Keep every significant digit: nvidia-smi's "00000000" folds to "0000", while Intel VMD
+    # domains ("10000") stay distinct from domain 0.
+    domain = ((m.group("domain") or "0").lower().lstrip("0") or "0").rjust(4, "0")
     return f"{domain}:{int(m.group('bus'), 16):02x}:{int(m.group('dev'), 16):02x}.{m.group('fn')}"
 
 
