@@ -27,7 +27,8 @@ is always present (empty list / null when unknown):
             "edges": [{"source": id, "target": id, "kind": "pcie"|"nvlink"|"inter_socket"|"cpu_link",
                         "gen": int|null, "width": int|null, "max_gen": int|null, "max_width": int|null,
                         "links": int|null, "spec_gbs": float|null, "expected_gbs": float|null,
-                        "degraded": bool, "inferred": bool, "note": str|null}]},
+                        "degraded": bool, "inferred": bool, "note": str|null,
+                        "nccl_gbs": float|null, "citation": str|null}]},   # citation: bandwidth source
   "gpus": [{"name": "GPU0", "index": int, "node": graph node id, "bdf": str|null, "uuid": str|null,
             "model": str|null, "numa": int|null, "cpu_affinity": str|null, "nic": HCA name|null}],
   "nics": [{"name": "mlx5_0" or matrix label when unknown, "label": matrix label|null,
@@ -144,7 +145,8 @@ class HostAnalysis:
         for n in g["nodes"]:
             G.add_node(n["id"], **{k: n.get(k) for k in _NODE_KEYS}, **(n.get("attrs") or {}))
         for e in g["edges"]:
-            G.add_edge(e["source"], e["target"], **{k: v for k, v in e.items() if k not in ("source", "target")})
+            attrs = {("source" if k == "citation" else k): v for k, v in e.items() if k not in ("source", "target")}
+            G.add_edge(e["source"], e["target"], **attrs)
         return G
 
     def path_to(self, gpu: str, other: HostAnalysis, other_gpu: str) -> dict:
@@ -269,7 +271,9 @@ def _graph_dict(G: nx.Graph) -> dict:
     for u, v, d in G.edges(data=True):
         e = {"source": u, "target": v, **{k: d.get(k) for k in _EDGE_KEYS}}
         e["degraded"], e["inferred"] = bool(e["degraded"]), bool(e["inferred"])
-        e.update({k: val for k, val in d.items() if k not in _EDGE_KEYS})  # nccl_gbs, source, ...
+        # nccl_gbs, ...; the bandwidth citation (edge attr "source") is kept as "citation"
+        e.update({("citation" if k == "source" else k): val for k, val in d.items()
+                  if k not in _EDGE_KEYS and k != "target"})
         edges.append(e)
     return {"mode": G.graph.get("mode"), "cpu_vendor": G.graph.get("cpu_vendor"),
             "cpu_model": G.graph.get("cpu_model"), "disagreements": list(G.graph.get("disagreements") or []),

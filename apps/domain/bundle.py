@@ -8,8 +8,9 @@ Layout (what ``python manage.py analyze --bundle DIR`` and the tests read)::
     DIR/nccl_topo_xml.xml       NCCL_TOPO_DUMP_FILE
     ...                         any kind of apps.domain.parsers.KINDS, as <kind>.txt or <kind>.xml
 
-Files are read as UTF-8 (undecodable bytes replaced, as uploads are); hidden files (``.*``) are
-ignored. Any other file name is an error naming the file and the known kinds.
+Files are read as UTF-8 (undecodable bytes replaced, as uploads are); hidden files (``.*``) and
+provenance notes (``SOURCE.txt``, ``SOURCES.tsv``, ``README.md``: where each capture came from)
+are ignored. Any other file name is an error naming the file and the known kinds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from apps.domain.parsers import KINDS
 __all__ = ["BundleError", "read_bundle", "SUFFIXES"]
 
 SUFFIXES = (".txt", ".xml")
+PROVENANCE = frozenset({"SOURCE.txt", "SOURCES.tsv", "README.md"})
 
 
 class BundleError(ValueError):
@@ -42,7 +44,7 @@ def read_bundle(directory: str | Path) -> tuple[str | None, dict[str, str]]:
     hostname: str | None = None
     sections: dict[str, str] = {}
     for f in sorted(path.iterdir()):
-        if f.name.startswith("."):
+        if f.name.startswith(".") or f.name in PROVENANCE:
             continue
         if not f.is_file() or f.suffix not in SUFFIXES:
             raise BundleError(_unknown(f))

@@ -87,7 +87,8 @@ def elements(G: nx.Graph) -> list[tuple[str, str, str, tuple, float | None]]:
         parent = d.get("parent")
         label = d.get("label") or n
         if kind == "switch" and parent in G and G.has_edge(n, parent):
-            out.append((n, f"uplink of PCIe switch {label}", "switch_uplink", ("edge", tuple(sorted((n, parent)))),
+            name = label if "switch" in label.lower() else f"PCIe switch {label}"
+            out.append((n, f"uplink of {name}" + (f" [{n}]" if label != n else ""), "switch_uplink", ("edge", tuple(sorted((n, parent)))),
                         _gbs(G.edges[n, parent])))
         elif kind == "root_port":
             up = _gbs(G.edges[n, parent]) if parent in G and G.has_edge(n, parent) else None
