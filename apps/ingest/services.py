@@ -434,7 +434,7 @@ def _nic_models(document: dict) -> str:
             continue
         rate = nic.get("rate_gbps")
         layer = {"InfiniBand": "IB", "Ethernet": "Eth"}.get(nic.get("link_layer") or "", "")
-        label = (f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else "rate ?") + (f" {layer}" if layer else "")
+        label = (f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else "NIC") + (f" {layer}" if layer else "")
         groups[label] += 1
     return ", ".join(f"{n}x {label}" for label, n in groups.most_common())[:200]
 

@@ -1,0 +1,24 @@
+"""python manage.py sweep_uploads [--older-than SECONDS]: re-enqueue uploads stuck 'received'."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from apps.ingest import services
+
+
+class Command(BaseCommand):
+    help = ("Re-enqueue uploads left 'received' (broker down at submit time) or orphaned 'processing' "
+            "(worker died) for longer than SWEEP_AFTER_SECONDS. The Celery beat task does the same periodically.")
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--older-than", type=int, default=None, metavar="SECONDS",
+                            help=f"age threshold (default SWEEP_AFTER_SECONDS = {settings.SWEEP_AFTER_SECONDS})")
+
+    def handle(self, *args, older_than: int | None, **options) -> None:
+        sent = services.sweep_uploads(older_than_seconds=older_than)
+        if sent:
+            self.stdout.write(f"re-enqueued {len(sent)} uploads: {', '.join(map(str, sent))}")
+        else:
+            self.stdout.write("nothing to re-enqueue")
