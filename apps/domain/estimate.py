@@ -1,0 +1,418 @@
+"""Expected all-reduce bus bandwidth of a host layout, and the NCCL settings it suggests.
+
+``estimate(doc)`` follows domain.md section 5.2 on a snapshot document (``apps/domain/analysis.py``):
+
+* ``B_gpu``: per-GPU intra-node bandwidth usable by ring flows (GB/s per direction, spec). On
+  NVSwitch boards ``NV# x per-link spec`` (H100 18 x 25 = 450); on switchless meshes and PCIe
+  boxes the bottleneck hop of the best ring over the GPUs, where a hop is ``NV# x per-link`` for
+  NVLink pairs, the PCIe path (links shared by two ring flows in one direction count half) for
+  P2P pairs, and ``min(GPU PCIe, CPU<->CPU constant if SYS)`` for SHM pairs.
+* ``B_node``: sum over the Active compute NICs of one link layer of
+  ``min(Rate/8, NIC PCIe link, GPU->NIC path)``; functions of one adapter share its PCIe link.
+* ``busbw(N=1) = eta_intra x B_gpu``; ``busbw(N>1) = min(eta_intra x B_gpu, eta_net x B_node)``
+  (the ring ceiling; each point also carries ``hier_busbw_gbs``, the ceiling of NCCL's
+  hierarchical tree algorithms, where inter-node bytes per node shrink to ``2(N-1)/N x S``, which
+  is why 2-node runs can exceed the NIC sum).
+
+Efficiencies (section 5.2 ranges, pinned by the measurements of section 2.6 and
+``realdata/published_busbw.tsv``): ``ETA_NVLINK = 0.82`` (H100 ring all-reduce 369-370 of 450 GB/s;
+A100 ~80 %), ``ETA_PCIE = 0.86`` (0.85-0.88), ``ETA_NET = 0.92`` (0.90-0.95; reproduces the worked
+examples of 5.5: 7 x 50 -> 322, 1 x 50 -> 46).
+
+``curve(doc, nodes, sizes)`` adds the latency term of section 5.3 (Simple protocol, ring and tree).
+``suggest_nccl_settings(doc)`` lists the NCCL variables the layout calls for, each with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from apps.domain.findings._base import (
+    GDR_CLASSES, Ctx, as_float, as_int, as_list, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token, nv_count,
+)
+
+__all__ = ["estimate", "curve", "suggest_nccl_settings", "ETA_NVLINK", "ETA_PCIE", "ETA_NET", "NODE_COUNTS"]
+
+ETA_NVLINK = 0.82
+ETA_PCIE = 0.86
+ETA_NET = 0.92
+NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+_DEFAULT_INTER_SOCKET = 10.0  # NCCL SKL_QPI_BW when the CPU is unknown (topo.h [S1])
+
+try:  # the engine's bandwidth table (domain.md section 2)
+    from apps.domain import bandwidth as _bw
+except ImportError:  # pragma: no cover
+    _bw = None
+
+_LANE = {1: 0.25, 2: 0.5, 3: 15.75 / 16, 4: 31.5 / 16, 5: 63.0 / 16, 6: 121.0 / 16}
+
+
+def _pcie(gen: Any, width: Any) -> float | None:
+    g, w = as_int(gen), as_int(width)
+    return round(_LANE[g] * w, 2) if g in _LANE and w else None
+
+
+def _edge_gbs(e: Mapping | None, capability: bool = False) -> float | None:
+    """Spec GB/s of a PCIe edge; ``capability`` uses max gen/width (a GPU idles at Gen1)."""
+    if not e or e.get("inferred"):
+        return None
+    if capability:
+        bw = _pcie(e.get("max_gen") or e.get("gen"), e.get("max_width") or e.get("width"))
+        if bw:
+            w, mw = as_int(e.get("width")), as_int(e.get("max_width"))
+            if w and mw and w < mw:  # a narrowed width is real (P06): keep it
+                bw = _pcie(e.get("max_gen") or e.get("gen"), w)
+            return bw
+    return as_float(e.get("spec_gbs")) or _pcie(e.get("gen"), e.get("width"))
+
+
+class _Host:
+    def __init__(self, doc: Mapping[str, Any]):
+        self.ctx = Ctx(doc, {})
+        self.doc = doc
+        self.names = self.ctx.gpu_names
+        self.model = self.ctx.gpu_model()
+
+    # --- per-link numbers -------------------------------------------------------------------
+    def nv_per_link(self) -> float:
+        if _bw is not None:
+            spec = _bw.nvlink_per_link(self.model).spec_gbs
+            if spec:
+                return spec
+        for e in self.ctx.edges:
+            if e.get("kind") == "nvlink" and as_float(e.get("spec_gbs")) and as_int(e.get("links")):
+                return as_float(e["spec_gbs"]) / as_int(e["links"])
+        return 25.0
+
+    def gpu_pcie(self, gpu: str) -> float:
+        node = (self.ctx.gpu(gpu) or {}).get("node") or gpu
+        bw = _edge_gbs(self.ctx.uplink(node), capability=True)
+        if bw:
+            return bw
+        gen = _bw.gpu_generation(self.model).pcie_gen if _bw is not None else None
+        return _pcie(gen or 4, 16)
+
+    def inter_socket(self) -> float:
+        vendor = (self.doc.get("graph") or {}).get("cpu_vendor")
+        model = (self.doc.get("graph") or {}).get("cpu_model")
+        if not vendor:
+            for n in self.ctx.nodes.values():
+                if n.get("kind") == "cpu":
+                    vendor = (n.get("attrs") or {}).get("vendor") or vendor
+        if _bw is not None and vendor:
+            got = _bw.inter_socket(vendor, model).nccl_gbs
+            if got:
+                return got
+        return _DEFAULT_INTER_SOCKET
+
+    # --- GPU pairs ------------------------------------------------------------------------
+    def hop(self, a: str, b: str) -> tuple[float, str]:
+        """(GB/s spec, kind) of the ring step a->b: kind nvlink | pcie | shm_sys | shm."""
+        cls = self.ctx.pair_class(a, b)
+        c = nv_count(cls)
+        if c:
+            return c * self.nv_per_link(), "nvlink"
+        pair = self.ctx.pair(a, b)
+        hops = [h for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
+        specs = [as_float(h.get("spec_gbs")) for h in hops if as_float(h.get("spec_gbs"))]
+        mech = str(pair.get("mechanism") or "")
+        shm = mech == "shm" or (not mech and cls not in GDR_CLASSES)
+        kind = ("shm_sys" if cls == "SYS" else "shm") if shm else "pcie"
+        if specs:
+            return min(specs), kind
+        base = min(self.gpu_pcie(a), self.gpu_pcie(b))
+        if kind == "shm_sys":
+            base = min(base, self.inter_socket())
+        return base, kind
+
+    def ring(self) -> list[str]:
+        names = self.names
+        n = len(names)
+        if n <= 3:
+            return list(names)
+        w = {(a, b): self.hop(a, b)[0] for a in names for b in names if a != b}
+        natural = list(names)
+        if n <= 10:
+            thresholds = sorted(set(w.values()), reverse=True)
+            for t in thresholds:
+                if all(w[(a, b)] >= t for a, b in zip(natural, natural[1:] + natural[:1])):
+                    return natural
+                ring = _hamiltonian(names, lambda a, b: w[(a, b)] >= t)
+                if ring:
+                    return ring
+        # greedy nearest-best neighbour for large boxes (uniform NVSwitch boards are exact anyway)
+        ring, left = [names[0]], set(names[1:])
+        while left:
+            cur = ring[-1]
+            nxt = max(sorted(left, key=gpu_sort_key), key=lambda x: w[(cur, x)])
+            ring.append(nxt)
+            left.remove(nxt)
+        return ring
+
+    def b_gpu(self) -> tuple[float | None, str, str]:
+        """(B_gpu, limit text, hop kind) for the best ring."""
+        names = self.names
+        if len(names) < 2:
+            return None, "a single GPU: no intra-node all-reduce traffic", "none"
+        ring = self.ring()
+        steps = list(zip(ring, ring[1:] + ring[:1])) if len(ring) > 2 else [(ring[0], ring[1])]
+        # flows per directed PCIe/inter-socket hop across the ring (P09: shared uplinks count half)
+        use: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for a, b in steps:
+            for h in self._directed_hops(a, b):
+                if h.get("kind") in ("pcie", "inter_socket", "host_memory_copy") and as_float(h.get("spec_gbs")):
+                    use[(str(h.get("from")), str(h.get("to")))].append(as_float(h["spec_gbs"]))
+        best, limit, kind = math.inf, "", "none"
+        for a, b in steps:
+            bw, k = self.hop(a, b)
+            if bw < best:
+                best, kind = bw, k
+                limit = self._hop_text(a, b, k, bw)
+        for (frm, to), specs in use.items():
+            if len(specs) > 1 and min(specs) / len(specs) < best:
+                best, kind = min(specs) / len(specs), "shared"
+                limit = (f"shared PCIe uplink {frm} -> {to} ({len(specs)} ring flows, "
+                         f"{fmt_gbs(min(specs))} shared)")
+        return round(best, 2), limit, kind
+
+    def _directed_hops(self, a: str, b: str) -> list[dict]:
+        pair = self.ctx.pair(a, b)
+        hops = [dict(h) for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
+        if pair.get("a") == b:  # stored b->a: walk it backwards
+            hops = [dict(h, **{"from": h.get("to"), "to": h.get("from")}) for h in reversed(hops)]
+        return hops
+
+    def _hop_text(self, a: str, b: str, kind: str, bw: float) -> str:
+        if kind == "nvlink":
+            return "NVLink inside the node"
+        if kind == "shm_sys":
+            return f"host memory (SHM) across the CPU socket link between {a} and {b} ({fmt_gbs(bw)})"
+        if kind == "shm":
+            return f"host memory (SHM) through the CPU between {a} and {b} ({fmt_gbs(bw)})"
+        return f"PCIe inside the node ({a} -> {b}, {fmt_gbs(bw)})"
+
+    # --- NICs -----------------------------------------------------------------------------
+    def b_node(self) -> tuple[float | None, list[float], str]:
+        from apps.domain.findings.fabric import preferred_layer
+        layer, nics = preferred_layer(self.ctx)
+        if not nics:
+            return None, [], ""
+        per_nic: list[float] = []
+        adapters: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
+        for nic in sorted(nics, key=lambda n: gpu_sort_key(str(n.get("name")))):
+            rate = as_float(nic.get("rate_gbps"))
+            if not rate:
+                continue
+            bw = rate / 8
+            link = _edge_gbs(self.ctx.uplink(nic.get("node") or "")) if nic.get("node") else None
+            path = self._gpu_nic_path(nic, link)
+            value = min(x for x in (bw, link, path) if x)
+            key = str(nic.get("bdf") or nic.get("name"))
+            key = key[:-2] if nic.get("bdf") and key[-2] == "." else key
+            adapters[key].append((value, link))
+        for funcs in adapters.values():
+            total = sum(v for v, _ in funcs)
+            link = next((ln for _, ln in funcs if ln), None)
+            if link and total > link:  # the ports of one adapter share its PCIe link
+                scale = link / total
+                per_nic += [round(v * scale, 2) for v, _ in funcs]
+            else:
+                per_nic += [round(v, 2) for v, _ in funcs]
+        if not per_nic:
+            return None, [], layer
+        return round(sum(per_nic), 2), per_nic, layer
+
+    def _gpu_nic_path(self, nic: Mapping, link: float | None) -> float | None:
+        name = nic.get("name")
+        cells = [r for r in as_list(self.doc.get("gpu_nic_matrix")) if isinstance(r, Mapping) and r.get("nic") == name]
+        vals = [as_float(r.get("bandwidth_gbs")) for r in cells if as_float(r.get("bandwidth_gbs"))]
+        if vals:
+            return max(vals)
+        classes = [normalize_token(r.get("path_class")) for r in cells]
+        if not classes or any(c in GDR_CLASSES for c in classes):
+            return None  # GPUDirect: the NIC link is the limit
+        gpus = [r.get("gpu") for r in cells]
+        best = max(self.gpu_pcie(g) for g in gpus)
+        if all(c == "SYS" for c in classes):
+            best = min(best, self.inter_socket())
+        return min(best, link) if link else best
+
+
+def _hamiltonian(names: list[str], ok) -> list[str] | None:
+    """A Hamiltonian cycle over ``names`` using only edges with ok(a, b) (bitmask DP, n <= 10)."""
+    n = len(names)
+    full = (1 << n) - 1
+    reach = [[False] * n for _ in range(1 << n)]
+    prev: dict[tuple[int, int], int] = {}
+    reach[1][0] = True
+    for mask in range(1 << n):
+        if not mask & 1:
+            continue
+        for last in range(n):
+            if not reach[mask][last]:
+                continue
+            for nxt in range(n):
+                if mask & (1 << nxt) or not ok(names[last], names[nxt]):
+                    continue
+                m2 = mask | (1 << nxt)
+                if not reach[m2][nxt]:
+                    reach[m2][nxt] = True
+                    prev[(m2, nxt)] = last
+    for last in range(1, n):
+        if reach[full][last] and ok(names[last], names[0]):
+            order, mask, cur = [], full, last
+            while cur != 0:
+                order.append(names[cur])
+                p = prev[(mask, cur)]
+                mask &= ~(1 << cur)
+                cur = p
+            return [names[0]] + order[::-1]
+    return None
+
+
+def _nic_sum_text(per_nic: list[float]) -> str:
+    if len(set(per_nic)) == 1:
+        return f"NIC sum across nodes ({len(per_nic)} x {fmt_gbs(per_nic[0])})"
+    return "NIC sum across nodes (" + " + ".join(fmt_num(round(v, 1)) for v in per_nic) + " GB/s)"
+
+
+def estimate(doc: Mapping[str, Any]) -> dict:
+    """Expected all-reduce busbw plateau for 1..64 nodes of this layout (domain.md 5.2).
+
+    Returns {"b_gpu_gbs", "b_node_gbs", "eta_intra", "eta_net", "points": [{"nodes", "busbw_gbs",
+    "limit", "hier_busbw_gbs"}], "limiting_link", "ring": [GPU order], "notes": [str]}. Points for
+    N > 1 are given only when the node's NICs are known (``b_node_gbs`` not null).
+    """
+    h = _Host(doc)
+    g = len(h.names)
+    b_gpu, intra_limit, kind = h.b_gpu()
+    eta_intra = ETA_NVLINK if kind == "nvlink" else ETA_PCIE
+    notes = []
+    if b_gpu is None and g == 1:
+        b_gpu = h.gpu_pcie(h.names[0])
+        intra_limit = f"the GPU's own PCIe link ({fmt_gbs(b_gpu)})"
+        eta_intra = ETA_PCIE
+        notes.append("one GPU per node: the intra-node term is the GPU's PCIe link")
+    b_node, per_nic, _layer = h.b_node()
+    points = []
+    intra = round(eta_intra * b_gpu, 1) if b_gpu else None
+    for nodes in NODE_COUNTS:
+        if nodes == 1:
+            if g < 2:
+                continue
+            points.append({"nodes": 1, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": intra})
+            continue
+        if b_node is None:
+            continue
+        net = round(ETA_NET * b_node, 1)
+        n = nodes * max(g, 1)
+        hier = round(min(intra or math.inf, net * (n - 1) * nodes / (n * (nodes - 1))), 1)
+        if intra is not None and intra <= net:
+            points.append({"nodes": nodes, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": hier})
+        else:
+            points.append({"nodes": nodes, "busbw_gbs": net, "limit": _nic_sum_text(per_nic), "hier_busbw_gbs": hier})
+    if b_node is None:
+        notes.append("no Active compute NIC reported: multi-node points are not estimated")
+    limiting = points[-1]["limit"] if points else intra_limit
+    return {"b_gpu_gbs": b_gpu, "b_node_gbs": b_node, "eta_intra": eta_intra, "eta_net": ETA_NET,
+            "points": points, "limiting_link": limiting, "ring": h.ring() if g > 1 else list(h.names),
+            "notes": notes}
+
+
+# --- latency term (domain.md 5.3) ------------------------------------------------------------
+
+
+def curve(doc: Mapping[str, Any], nodes: int, sizes: Iterable[int]) -> list[dict]:
+    """Expected busbw at each message size (bytes) on ``nodes`` nodes: the better of ring and tree,
+    Simple protocol, with NCCL's latency constants (tuning.cc L148-176, L384-423)."""
+    est = estimate(doc)
+    point = next((p for p in est["points"] if p["nodes"] == nodes), None)
+    if point is None or not point["busbw_gbs"]:
+        return []
+    h = _Host(doc)
+    g = max(len(h.names), 1)
+    n = nodes * g
+    if n < 2:
+        return []
+    nvlink = h.ctx.nv_pairs() != {}
+    h_intra = 3.4 if nvlink else 5.7
+    if nodes > 1:
+        h_intra = max(h_intra, 3 * 1.0)  # netOverhead 1 (Intel) / 2 (AMD): 3x sets the floor
+    ring_alpha = 8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * h_intra + 2 * (nodes - 1) * 14.0
+    tree_alpha = 8.4 + 2 * ((g - 1) * 4.0 + math.log2(nodes) * 14.0) if nodes > 1 else ring_alpha
+    out = []
+    for size in sizes:
+        best = None
+        for algo, alpha, peak in (("ring", ring_alpha, point["busbw_gbs"]), ("tree", tree_alpha,
+                                                                           point["hier_busbw_gbs"])):
+            algbw_peak = peak * n / (2 * (n - 1))
+            t = alpha * 1e-6 + size / (algbw_peak * 1e9)
+            busbw = size / t / 1e9 * 2 * (n - 1) / n
+            if best is None or busbw > best["busbw_gbs"]:
+                best = {"size": int(size), "busbw_gbs": round(busbw, 2), "algo": algo, "latency_us": round(alpha, 1)}
+        out.append(best)
+    return out
+
+
+# --- NCCL settings --------------------------------------------------------------------------
+
+
+def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
+    """NCCL variables this layout calls for: [{"name", "value", "reason"}]."""
+    from apps.domain.findings.fabric import ib_hca_value, preferred_layer
+    from apps.domain.findings.pcie import nvb_reachable
+
+    ctx = Ctx(doc, {})
+    out: list[dict] = []
+    layer, keep = preferred_layer(ctx)
+    if keep:
+        others = [n for n in ctx.nics if n not in keep]
+        why = []
+        if any(n.get("link_layer") and n.get("link_layer") != layer and ctx.nic_active(n) for n in others):
+            why.append(f"it keeps only the {layer} ports (NCCL refuses to mix link layers, F04)")
+        down = [n.get("name") for n in others if not ctx.nic_active(n)]
+        if down:
+            why.append(f"it leaves out ports that are not Active ({join(sorted(set(down), key=gpu_sort_key))})")
+        if any(n.get("compute") is False for n in others):
+            why.append("it leaves out storage/management NICs")
+        why.append("the leading '=' makes NCCL match names exactly, so mlx5_1 does not also select mlx5_10 (F07)")
+        out.append({"name": "NCCL_IB_HCA", "value": ib_hca_value(keep),
+                    "reason": f"Exact list of the {len(keep)} Active compute {layer or 'RDMA'} port(s): " +
+                              "; ".join(why) + "."})
+        netdevs = []
+        for n in keep:
+            node = ctx.nodes.get(n.get("node") or "") or {}
+            netdevs += [str(d) for d in as_list((node.get("attrs") or {}).get("netdevs"))]
+            netdevs += [str(d) for d in as_list(n.get("netdevs"))]
+        netdevs = sorted(set(netdevs), key=gpu_sort_key)
+        if netdevs:
+            out.append({"name": "NCCL_SOCKET_IFNAME", "value": "=" + ",".join(netdevs),
+                        "reason": "Bootstrap over the IP interfaces of the compute HCAs (exact names); use your "
+                                  "routable management interface instead if these carry no IP address on every node."})
+        if len(keep) > 1:
+            rail = ctx.rail_design()
+            out.append({"name": "NCCL_CROSS_NIC", "value": "2",
+                        "reason": ("One NIC per GPU (rail design): keep the default 2; set 0 only if every rail is "
+                                   "its own switch on all nodes, 1 if the fabric is not rail-optimized (F08)."
+                                   if rail else
+                                   "Several NICs shared by the GPUs: keep the default 2; set 1 if the fabric is not "
+                                   "rail-optimized (F08).")})
+    names = ctx.gpu_names
+    shm = [(a, b, ctx.pair_class(a, b)) for i, a in enumerate(names) for b in names[i + 1:]
+           if ctx.pair_class(a, b) in ("PHB", "NODE", "SYS") and not nvb_reachable(ctx, a, b)]
+    if shm:
+        level = "SYS" if any(c == "SYS" for *_, c in shm) else "PHB"
+        out.append({"name": "NCCL_P2P_LEVEL", "value": level,
+                    "reason": f"{len(shm)} GPU pair(s) use host memory by default (P01/P02). Only set this after "
+                              "p2pBandwidthLatencyTest shows healthy P2P on this platform (ACS off, P04); otherwise "
+                              "leave it unset."})
+    far = [r for r in as_list(doc.get("gpu_nic")) if isinstance(r, Mapping)
+           and normalize_token(r.get("path_class")) in ("PHB", "NODE", "SYS") and not r.get("pxn_via")]
+    if far:
+        out.append({"name": "NCCL_NET_GDR_LEVEL", "value": "PHB",
+                    "reason": f"{len(far)} GPU(s) have no NIC on their PCIe switch, so GPUDirect RDMA is off for them "
+                              "(G01). Experiment with this only if a GDR perftest (ib_write_bw --use_cuda) is good; "
+                              "remove it otherwise."})
+    return out
