@@ -91,6 +91,7 @@ _RANK = {tok: i for i, tok in enumerate(TOKEN_ORDER)}
 _LINK_WORDS = frozenset({"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"})
 _P2P_WORDS = frozenset({"X", "OK", "CNS", "GNS", "TNS", "NS", "DR", "U"})
 _P2P_ONLY = _P2P_WORDS - {"X"}
+_CELL_WORDS = _LINK_WORDS | _P2P_WORDS | {f"NV{i}" for i in range(1, 100)}  # fast-path lookups
 _FRAGMENT_OF = ("NODE", "SYS", "SOC", "PHB", "PXB", "PIX", "NV", "CNS", "GNS", "TNS", "NS", "DR", "OK")
 
 _CELL_ALT = r"NV\d{1,4}|NODE|SYS|SOC|PHB|PXB|PIX|CNS|GNS|TNS|NS|DR|OK|X|U"
@@ -261,9 +262,26 @@ def _untabbed(line: str, spans: list[tuple[int, int]]) -> list[int]:
 
 def _read_row(kind: str, line_no: int, line: str, columns: list[str], aff_cols: list[str]) -> _Row:
     """Read one matrix row against ``columns``; raise ParseError on a structural problem."""
+    n = len(columns)
+    # Fast path, the common case: one clean cell per tab field (raw output) or per word (no tabs).
+    if "\t" in line:
+        fields = line.split("\t")
+        cand = [f.strip() for f in fields[1:n + 1]]
+        if len(cand) == n and len(fields[0].split()) == 1 and all(c in _CELL_WORDS for c in cand):
+            rest = fields[n + 1:]
+            if not any(_CELLS_RE.fullmatch(x) for f in rest for x in f.split()):
+                affinity, note = _read_affinity("\t" + "\t".join(rest) if rest else "", aff_cols)
+                return _Row(line_no, fields[0].strip(), list(cand), affinity, {}, [note] if note else [])
+    else:
+        words = line.split()
+        cand = words[1:n + 1]
+        if len(cand) == n and all(c in _CELL_WORDS for c in cand):
+            rest = words[n + 1:]
+            if not any(_CELLS_RE.fullmatch(x) for x in rest):
+                affinity, note = _read_affinity(" ".join(rest), aff_cols)
+                return _Row(line_no, words[0], list(cand), affinity, {}, [note] if note else [])
     tokens = list(_TOKEN_RE.finditer(line))
     label = tokens[0].group()
-    n = len(columns)
     cells: list[str | None] = []
     spans: list[tuple[int, int]] = [tokens[0].span()]
     first_col: list[int] = [-1]  # column index of the first cell of each span
@@ -544,13 +562,14 @@ def _parse(text: str, kind: str) -> TopoMatrix:
     # 5. Variant: which vocabulary the cells use, the legend, the command line.
     link_at = p2p_at = None
     for row in rows:
-        for tok in matrix[row.label].values():
-            if tok is None or tok == "X":
-                continue
-            if _is_link_token(tok):
-                link_at = link_at or (row.line_no, tok)
-            else:
-                p2p_at = p2p_at or (row.line_no, tok)
+        toks = set(matrix[row.label].values())
+        toks.discard(None)
+        toks.discard("X")
+        p2p_here = toks & _P2P_ONLY
+        if link_at is None and len(p2p_here) < len(toks):
+            link_at = (row.line_no, next(t for t in matrix[row.label].values() if t and _is_link_token(t) and t != "X"))
+        if p2p_at is None and p2p_here:
+            p2p_at = (row.line_no, next(t for t in matrix[row.label].values() if t in p2p_here))
     if link_at and p2p_at:
         ln, tok = max(link_at, p2p_at)
         raise ParseError(kind, ln, lines[ln - 1], f"the matrix mixes topology tokens ({link_at[1]!r}) with P2P "
@@ -625,16 +644,18 @@ def _parse(text: str, kind: str) -> TopoMatrix:
     if missing:
         warnings.append(f"no row for {', '.join(missing)} (partial capture?); "
                         f"their cells in the rows present were read")
-    for r in matrix:
-        for c, tok in matrix[r].items():
+    pos = {c: i for i, c in enumerate(columns)}
+    for r, row_cells in matrix.items():
+        pr = pos[r]
+        for c, tok in row_cells.items():
             if tok is None:
                 continue
             if (r == c) != (tok == "X"):
                 warnings.append(f"line {row_line[r]}: cell {r}/{c} reads {tok!r}"
                                 + (", expected 'X' on the diagonal" if r == c else ", 'X' off the diagonal"))
-            if c in matrix and columns.index(c) > columns.index(r):
+            if pos[c] > pr and c in matrix:
                 back = matrix[c].get(r)
-                if back is not None and normalize_token(back) != normalize_token(tok):
+                if back is not None and back != tok and normalize_token(back) != normalize_token(tok):
                     warnings.append(f"line {row_line[r]}: asymmetric cells {r}/{c} {tok!r} and {c}/{r} {back!r} "
                                     f"(line {row_line[c]})")
 

@@ -481,3 +481,37 @@ def test_warnings_name_their_line() -> None:
     r = topo.parse(text(LINK, "nccl_issue_8xb200_16nic_missing_tabs.txt"))
     numbers = [int(m.group(1)) for w in r.warnings if (m := re.match(r"line (\d+):", w))]
     assert numbers == sorted(numbers) and len(numbers) == len(r.warnings)
+
+
+def test_rows_indented_with_a_tab_are_read() -> None:
+    r = topo.parse("\tGPU0\tGPU1\tCPU Affinity\n\tGPU0\t X \tNV4\t0-7\n\tGPU1\tNV4\t X \t0-7\n")
+    assert r.matrix == {"GPU0": {"GPU0": "X", "GPU1": "NV4"}, "GPU1": {"GPU0": "NV4", "GPU1": "X"}}
+    assert r.gpus[1].cpu_affinity == "0-7"
+
+
+def read_both_ways(t: str, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """Parse with the fast path for clean rows, then with it disabled (every row the slow way)."""
+    def outcome() -> object:
+        try:
+            return topo.parse(t)
+        except ParseError as e:
+            return ("error", e.line_no, e.reason)
+    fast = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(topo, "_CELL_WORDS", frozenset())
+        slow = outcome()
+    return fast, slow
+
+
+@pytest.mark.parametrize("path", all_fixtures(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_path_reads_rows_like_the_general_reader(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, slow = read_both_ways(text(path.parent, path.name), monkeypatch)
+    assert fast == slow
+
+
+@settings(max_examples=150, deadline=None)
+@given(mutated_fixture())
+def test_fast_path_agrees_on_mutated_captures(t: str) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = read_both_ways(t, mp)
+    assert fast == slow
