@@ -198,6 +198,11 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
         if (h.get("flows") or 1) > 1:
             text += f"; {h['flows']} flows share it when every GPU talks to its NIC at once"
         words.append(text + ".")
+    unknown = sum(1 for h in hops if _gbs(h) is None and h["kind"] not in ("host_memory_copy",)
+                  and not (h["kind"] == "fabric" and h["from_id"] is None and h["to_id"] is None))
+    if unknown:
+        words.append(f"{unknown} hop(s) have no known bandwidth (link generation/width or port rate not "
+                     "reported), so the real bottleneck may be one of them.")
     return {"src": src, "dst": dst, "same_host": False, "mechanism": "net", "hops": hops, "bottleneck": idx,
             "bottleneck_gbs": gbs, "gdr_src": gdr_src, "gdr_dst": gdr_dst, "rail_src": ra, "rail_dst": rb,
             "explanation": " ".join(words)}

@@ -1,0 +1,79 @@
+"""manage.py analyze / path on real bundles (tests/fixtures/bundles)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
+A100 = BUNDLES / "paths_deepep_8xa100_8nic_roce"
+P40 = BUNDLES / "paddle_8xp40"
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_analyze_bundle_prints_the_snapshot_document_as_json() -> None:
+    out, _ = run("analyze", "--bundle", str(A100))
+    doc = json.loads(out)
+    assert doc["hostname"] == "deepep-a100-node"
+    pair = doc["gpu_pairs"][0]
+    assert {"a", "b", "mechanism", "p2p", "bottleneck_gbs"} <= set(pair)
+    assert (pair["a"], pair["b"], pair["mechanism"]) == ("GPU0", "GPU1", "nvswitch")
+    gn = {e["gpu"]: e for e in doc["gpu_nic"]}
+    assert (gn["GPU3"]["nic"], gn["GPU3"]["path_class"], gn["GPU3"]["gdr"]) == ("mlx5_3", "PXB", True)
+    assert {"rule", "severity", "devices", "message", "fix"} <= set().union(*doc["findings"]) or doc["findings"] == []
+    assert "estimate" in doc
+
+
+def test_analyze_individual_files_in_text_format() -> None:
+    out, _ = run("analyze", "--topo", str(P40 / "nvidia_smi_topo.txt"), "--hostname", "p40", "--format", "text")
+    assert out.startswith("host p40: 8 GPU")
+    assert "GPU pairs" in out and "GPU -> NIC" in out and "Findings" in out
+    row = next(line for line in out.splitlines() if line.startswith("GPU5  mlx5_0"))
+    assert " SYS " in row and " no " in row
+    assert "fix:" in out  # G01 fires on this layout
+
+
+def test_analyze_parse_error_prints_file_and_line_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "topo.txt"
+    bad.write_text("")
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("analyze", "--topo", str(bad), stdout=io.StringIO(), stderr=err)
+    assert exit_.value.code == 2
+    assert err.getvalue().startswith(f"{bad}:0: ")
+
+
+def test_analyze_bundle_with_unknown_file_is_refused(tmp_path: Path) -> None:
+    shutil.copy(P40 / "nvidia_smi_topo.txt", tmp_path / "nvidia_smi_topo.txt")
+    (tmp_path / "dmesg.txt").write_text("x")
+    with pytest.raises(CommandError, match="dmesg.txt"):
+        call_command("analyze", "--bundle", str(tmp_path), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_path_marks_the_bottleneck_and_explains() -> None:
+    out, _ = run("path", "--bundle", str(P40), "--bundle", str(A100), "--src", "paddle-8xp40/GPU5",
+                 "--dst", "deepep-a100-node/GPU5")
+    lines = out.splitlines()
+    assert lines[0] == "paddle-8xp40/GPU5 -> deepep-a100-node/GPU5 (net)"
+    marked = [line for line in lines if line.endswith("<== bottleneck")]
+    assert len(marked) == 1 and "[fabric]" in marked[0]
+    assert "has no NIC behind its PCIe switch" in out
+    assert "host_memory_copy" in out
+
+
+def test_path_json_between_two_hosts() -> None:
+    out, _ = run("path", "--bundle", str(A100), "--bundle", str(P40), "--src", "deepep-a100-node/GPU0",
+                 "--dst", "paddle-8xp40/GPU0", "--format", "json")
+    p = json.loads(out)
+    assert p["gdr_src"] is True and p["gdr_dst"] is False
