@@ -63,11 +63,17 @@ def _plain(value: Any) -> Any:
 
 
 def _get(d: Any, *keys: str, default: Any = None) -> Any:
-    """First present, non-None value among ``keys`` of dict ``d``."""
-    if not isinstance(d, dict):
+    """First present, non-None value among ``keys`` of ``d`` (a dict or a parser dataclass)."""
+    if d is None:
+        return default
+    if isinstance(d, dict):
+        for k in keys:
+            v = d.get(k)
+            if v is not None and v != "":
+                return v
         return default
     for k in keys:
-        v = d.get(k)
+        v = getattr(d, k, None)
         if v is not None and v != "":
             return v
     return default
@@ -127,6 +133,70 @@ def _gen_from(d: dict, gen_keys: tuple[str, ...], speed_keys: tuple[str, ...]) -
     return pcie_generation(speed) if speed else None
 
 
+CLASS_BY_NAME = {  # lspci -vvv without -nn prints only the class name
+    "PCI bridge": 0x0604, "Host bridge": 0x0600, "Bridge": 0x0680, "3D controller": 0x0302,
+    "VGA compatible controller": 0x0300, "Display controller": 0x0380, "Ethernet controller": 0x0200,
+    "Infiniband controller": 0x0207, "Network controller": 0x0280, "Non-Volatile memory controller": 0x0108,
+    "RAID bus controller": 0x0104, "Serial Attached SCSI controller": 0x0107, "SATA controller": 0x0106,
+}
+VENDOR_BY_NAME = (("NVIDIA", NVIDIA), ("Mellanox", MELLANOX), ("Broadcom / LSI", 0x1000), ("LSI Logic", 0x1000),
+                  ("PLX Technology", 0x10B5), ("Intel Corporation", 0x8086), ("Advanced Micro Devices", 0x1022),
+                  ("Samsung", 0x144D), ("Microchip", 0x11F8), ("PMC-Sierra", 0x11F8))
+ACS_NAMES = {"src_valid": "SrcValid", "trans_blk": "TransBlk", "req_redir": "ReqRedir", "cmplt_redir": "CmpltRedir",
+             "upstream_fwd": "UpstreamFwd", "egress_ctrl": "EgressCtrl", "direct_trans": "DirectTrans"}
+
+
+_KEEP_CLASSES = {0x01, 0x02, 0x03, 0x06, 0x12}  # storage, network, display, bridge, accelerators
+_KEEP_CLASS_NAME_RE = re.compile(r"bridge|controller|accelerator|Display|Network|storage", re.IGNORECASE)
+_SKIP_CLASS_NAMES = {"USB controller", "SMBus", "Memory controller", "Communication controller",
+                     "Serial bus controller", "Audio device", "Multimedia audio controller"}
+
+
+def _hex(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().lower()
+    if text.startswith("0x"):
+        text = text[2:]
+    return int(text, 16) if text and all(c in "0123456789abcdef" for c in text) else None
+
+
+def _vendor_id(name: Any) -> int | None:
+    text = str(name or "")
+    return next((vid for prefix, vid in VENDOR_BY_NAME if text.startswith(prefix)), None)
+
+
+def _root_id(root: Any) -> str | None:
+    """``pci0000:17`` (sysfs), ``0000:17`` (lspci -t), ``0000:[2b-3b]`` (hwloc) -> ``0000:17``."""
+    if not isinstance(root, str):
+        return None
+    m = re.search(r"([0-9a-fA-F]{4}):\[?([0-9a-fA-F]{2})", root)
+    return f"{m.group(1).lower()}:{m.group(2).lower()}" if m else None
+
+
+def _bridges_by_bus(devices: Iterable[Any]) -> dict[tuple[str, int], str]:
+    """lspci -vvv has no tree: a device's parent is the bridge whose secondary bus is its bus.
+
+    Returns {(domain, secondary bus): bridge BDF}.
+    """
+    out: dict[tuple[str, int], str] = {}
+    for d in devices:
+        sec = _get(d, "bus_secondary")
+        if sec is None:
+            continue
+        bdf = _bdf(_get(d, "bdf"))
+        if bdf:
+            out.setdefault((bdf[:4], int(str(sec), 16)), bdf)
+    return out
+
+
+def _bus_parent(bridges: dict[tuple[str, int], str], bdf: str) -> str | None:
+    p = bridges.get((bdf[:4], int(bdf[5:7], 16))) if bridges else None
+    return p if p != bdf else None
+
+
 def normalize_token(token: Any) -> str | None:
     """topo -m cell as printed -> canonical token (``SOC`` -> ``SYS``, ``NV12``, ``X``); None if empty."""
     if token is None:
@@ -146,7 +216,9 @@ def normalize_token(token: Any) -> str | None:
 
 class _Builder:
     def __init__(self, results: dict[str, Any], hostname: str) -> None:
-        self.r = {k: _plain(v) for k, v in results.items() if v is not None}
+        # parser dataclasses are read in place (converting 500-function lspci listings costs more
+        # than building the graph); JSON dicts work the same through _get
+        self.r = {k: v for k, v in results.items() if v is not None}
         self.hostname = hostname
         self.warnings: list[str] = []
         self.disagreements: list[Disagreement] = []
@@ -224,55 +296,75 @@ class _Builder:
 
     def _pci_devices(self, kind: str, res: dict) -> Iterable[dict]:
         devices = _get(res, "devices", "pci_devices", default=[]) or []
-        cpu_numa_by_bdf: dict[str, int | None] = {}
+        bridges = _bridges_by_bus(devices) if kind == "lspci_verbose" else {}
         for d in devices:
+            # the graph needs bridges, GPUs/accelerators, NICs and storage; a full lspci -vvv is
+            # mostly uncore/system functions, skipped here for speed
+            cname = _get(d, "class_name")
+            if cname is not None and (cname in _SKIP_CLASS_NAMES or (
+                    cname not in CLASS_BY_NAME and not _KEEP_CLASS_NAME_RE.search(cname))):
+                continue
+            code = _hex(_get(d, "class_code"))
+            if code is not None and (code >> 8 if code <= 0xFFFF else code >> 16) not in _KEEP_CLASSES:
+                continue
             bdf = _bdf(_get(d, "bdf", "busid", "address"))
             if not bdf:
                 continue
             ancestry = tuple(b for b in (_bdf(x) for x in (_get(d, "ancestry", "pci_path", default=[]) or [])) if b)
             if ancestry and ancestry[-1] == bdf:
                 ancestry = ancestry[:-1]
-            parent = _bdf(_get(d, "parent_bdf", "parent")) or (ancestry[-1] if ancestry else None)
-            root = _get(d, "root_complex", "root")
-            if isinstance(root, str):
-                m = re.search(r"([0-9a-fA-F]{4}):([0-9a-fA-F]{2})$", root.replace("pci", ""))
-                root = f"{m.group(1).lower()}:{m.group(2).lower()}" if m else None
-            class_code = _int(_get(d, "class_code", "class", "class_id"), 16) if not isinstance(
-                _get(d, "class_code", "class", "class_id"), int) else _get(d, "class_code", "class", "class_id")
+            parent = (_bdf(_get(d, "parent_bdf", "parent")) or (ancestry[-1] if ancestry else None)
+                      or _bus_parent(bridges, bdf))
+            root = _root_id(_get(d, "root_complex", "root", "host_bridge"))
+            class_code = _hex(_get(d, "class_code", "class", "class_id")) or CLASS_BY_NAME.get(
+                str(_get(d, "class_name", default="")).strip())
             if class_code is not None and class_code > 0xFFFF:
                 class_code >>= 8  # 0x060400 -> 0x0604
-            numa = _numa(_get(d, "numa_node", "numa", "cpu_numa", "numa_id"))
-            if kind == "nccl_topo_xml" and numa is not None:
-                cpu_numa_by_bdf[bdf] = numa
-            acs = _get(d, "acs_ctl", "acs_ctl_flags", "acs", default=()) or ()
+            vendor = _hex(_get(d, "vendor_id")) or _vendor_id(_get(d, "vendor_name", "name"))
+            numa = _numa(_get(d, "numa_node", "numa", "numa_id", "numa_os_index"))
+            acs = _get(d, "acs_ctl", default=()) or ()
+            if dataclasses.is_dataclass(acs):
+                acs = _plain(acs)
             if isinstance(acs, dict):
-                acs = tuple(k for k, v in acs.items() if v)
+                acs = tuple(ACS_NAMES.get(k, k) for k, v in acs.items() if v)
+            port_type = _get(d, "port_type", "pcie_port_type")
+            hint = _get(d, "kind")
+            if kind == "nccl_topo_xml" and (hint == "bridge" or class_code == 0x0604):
+                # NCCL keeps one <pci> per switch (the upstream port); children hang right below it
+                port_type = port_type or "Upstream Port"
+            secondary = _hex(_get(d, "bus_secondary", "secondary_bus"))
+            rng = _get(d, "secondary_bus_range")
+            if secondary is None and isinstance(rng, str):
+                secondary = _hex(rng.split("-")[0])
+            gen = _gen_from(d, ("sta_gen",), ("sta_speed_gts", "current_link_speed_gts", "link_speed_gts"))
+            width = _int(_get(d, "sta_width", "current_link_width", "link_width"))
+            max_gen = _gen_from(d, ("cap_gen",), ("cap_speed_gts", "max_link_speed_gts"))
+            max_width = _int(_get(d, "cap_width", "max_link_width"))
             yield {
                 "bdf": bdf,
                 "parent_bdf": parent,
                 "ancestry": ancestry,
                 "root": root,
                 "class_code": class_code,
-                "vendor_id": _int(_get(d, "vendor_id", "vendor"), 16) if not isinstance(_get(d, "vendor_id", "vendor"), int) else _get(d, "vendor_id", "vendor"),
-                "device_id": _int(_get(d, "device_id", "device"), 16) if not isinstance(_get(d, "device_id", "device"), int) else _get(d, "device_id", "device"),
-                "subsystem_vendor_id": _int(_get(d, "subsystem_vendor_id", "subsystem_vendor"), 16),
-                "subsystem_device_id": _int(_get(d, "subsystem_device_id", "subsystem_device"), 16),
-                "name": _get(d, "name", "device_name", "description"),
-                "port_type": _get(d, "port_type", "pcie_port_type"),
+                "vendor_id": vendor,
+                "device_id": _hex(_get(d, "device_id")),
+                "subsystem_vendor_id": _hex(_get(d, "subsystem_vendor_id")),
+                "subsystem_device_id": _hex(_get(d, "subsystem_device_id")),
+                "name": _get(d, "name", "device_name", "gpu_model"),
+                "port_type": port_type,
                 "numa": numa,
-                "driver": _get(d, "driver", "kernel_driver"),
-                "gen": _gen_from(d, ("sta_gen", "link_gen", "current_link_gen"),
-                                 ("sta_speed_gts", "current_link_speed", "current_link_speed_gts", "link_speed_gts")),
-                "width": _int(_get(d, "sta_width", "current_link_width", "link_width")),
-                "max_gen": _gen_from(d, ("cap_gen", "max_link_gen"),
-                                     ("cap_speed_gts", "max_link_speed", "max_link_speed_gts")),
-                "max_width": _int(_get(d, "cap_width", "max_link_width")),
-                "secondary_bus": _int(_get(d, "secondary_bus"), 16),
-                "subordinate_bus": _int(_get(d, "subordinate_bus"), 16),
+                "driver": _get(d, "driver"),
+                "gen": gen,
+                "width": width,
+                "max_gen": max_gen,
+                "max_width": max_width,
+                "secondary_bus": secondary,
+                "subordinate_bus": _hex(_get(d, "bus_subordinate", "subordinate_bus")),
                 "acs_ctl": tuple(acs) if isinstance(acs, (list, tuple)) else (),
                 "capabilities_denied": bool(_get(d, "capabilities_denied", default=False)),
                 "local_cpulist": _get(d, "local_cpulist"),
-                "kind_hint": _get(d, "kind"),
+                "kind_hint": hint,
+                "link_gbs": _float(_get(d, "link_speed_gbs")),  # hwloc: GB/s of the link, no gen/width
                 "source": kind,
             }
 
@@ -547,6 +639,16 @@ class _Builder:
         pci = [_pci_fact(d, gpu_bdfs, nic_bdfs) for d in merged.values()]
         nvpairs = self.nvlink_pairs(topo, gpus)
         cpus, vendor, model, family = self.cpus()
+        if not any(g.model for g in gpus):
+            by_bdf = {d.bdf: d for d in pci}
+            guessed = {GPU_MODEL_BY_ID.get(_name_device_id({"device_id": by_bdf[g.bdf].device_id,
+                                                            "name": by_bdf[g.bdf].name}) or -1)
+                       for g in gpus if g.bdf in by_bdf}
+            guessed.discard(None)
+            if len(guessed) == 1:
+                model = guessed.pop()
+                gpus = [dataclasses.replace(g, model=model) for g in gpus]
+                self.warnings.append(f"GPU model {model!r} taken from the PCI device id (no nvidia-smi)")
         models = sorted({g.model for g in gpus if g.model})
         if len(models) > 1:
             self.warnings.append(f"mixed GPU models on one host: {', '.join(models)}")
@@ -610,11 +712,36 @@ def _vendor(vendor: Any, arch: Any) -> str | None:
     return None
 
 
+# NVIDIA datacenter GPU device ids (pci.ids) -> the model name nvidia-smi prints, for PCI-only reports
+GPU_MODEL_BY_ID = {
+    0x1DB1: "Tesla V100-SXM2-16GB", 0x1DB5: "Tesla V100-SXM2-32GB", 0x20B0: "A100-SXM4-40GB",
+    0x20B2: "NVIDIA A100-SXM4-80GB", 0x20B5: "NVIDIA A100 80GB PCIe", 0x20F1: "NVIDIA A100-PCIE-40GB",
+    0x2330: "NVIDIA H100 80GB HBM3", 0x2331: "NVIDIA H100 PCIe", 0x2335: "NVIDIA H200", 0x2901: "NVIDIA B200",
+}
+# NVSwitch PCI device ids (DGX-2 gen1, HGX A100 gen2, HGX H100 gen3), for listings without a class
+NVSWITCH_IDS = {0x1AC0, 0x1AC1, 0x1AC2, 0x1AF1, 0x22A3}
+_NAME_DEVICE_RE = re.compile(r"\bDevice ([0-9a-fA-F]{4})\b")
+
+
+def _name_device_id(d: dict) -> int | None:
+    if d.get("device_id") is not None:
+        return d["device_id"]
+    m = _NAME_DEVICE_RE.search(d.get("name") or "")
+    return int(m.group(1), 16) if m else None
+
+
 def _is_gpu(d: dict) -> bool:
     cc = d.get("class_code")
     if d.get("kind_hint") == "gpu":
         return True
-    return d.get("vendor_id") == NVIDIA and cc in (0x0300, 0x0302)
+    if d.get("vendor_id") == NVIDIA and cc in (0x0300, 0x0302):
+        return True
+    if cc is None and d.get("vendor_id") == NVIDIA and d.get("secondary_bus") is None:
+        # lspci -tv names only: an NVIDIA function that is no bridge, audio, USB or NVSwitch
+        name = d.get("name") or ""
+        return _name_device_id(d) not in NVSWITCH_IDS and not re.search(
+            r"Audio|USB|UCSI|Serial|Bridge|NVSwitch|SMBus|Memory", name, re.IGNORECASE)
+    return False
 
 
 def _pci_kind(d: dict, gpu_bdfs: set[str], nic_bdfs: set[str]) -> str:
@@ -622,15 +749,12 @@ def _pci_kind(d: dict, gpu_bdfs: set[str], nic_bdfs: set[str]) -> str:
     cc = d.get("class_code")
     hint = (d.get("kind_hint") or "").lower()
     pt = (d.get("port_type") or "").lower()
+    name = d.get("name") or ""
     if bdf in gpu_bdfs or _is_gpu(d):
         return "gpu"
-    if cc == 0x0680 and d.get("vendor_id") == NVIDIA or hint == "nvswitch":
+    if d.get("vendor_id") == NVIDIA and (cc == 0x0680 or _name_device_id(d) in NVSWITCH_IDS) or hint == "nvswitch":
         return "nvswitch"
-    if bdf in nic_bdfs or (cc is not None and cc >> 8 == 0x02) or hint == "nic":
-        return "nic"
-    if cc == 0x0108 or hint == "nvme":
-        return "nvme"
-    if "root" in pt:
+    if "root port" in pt:
         return "root_port"
     if "upstream" in pt:
         return "upstream_port"
@@ -638,8 +762,13 @@ def _pci_kind(d: dict, gpu_bdfs: set[str], nic_bdfs: set[str]) -> str:
         return "downstream_port"
     if cc == 0x0604 or hint in ("bridge", "switch") or d.get("secondary_bus") is not None:
         return "bridge"
-    name = (d.get("name") or "").lower()
-    if "pci bridge" in name or "pci-to-pci" in name:
+    if bdf in nic_bdfs or (cc is not None and cc >> 8 == 0x02) or hint == "nic":
+        return "nic"
+    if cc is None and re.search(r"ConnectX|BlueField|Infiniband|Ethernet", name, re.IGNORECASE):
+        return "nic"
+    if cc == 0x0108 or hint == "nvme" or (cc is None and re.search(r"Non-Volatile|NVMe", name, re.IGNORECASE)):
+        return "nvme"
+    if "pci bridge" in name.lower() or "pci-to-pci" in name.lower():
         return "bridge"
     return "other"
 

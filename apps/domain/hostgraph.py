@@ -262,7 +262,7 @@ class _Build:
         if not f.gpu_model:
             link_model = 80  # 25 GB/s per link, the NVLink2-4 spec (V100, A100, H100)
             assumed = "GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50)"
-        if use_fabric and (peers or fabric_links):
+        if use_fabric and gpus:
             ids = nvswitch_bdfs
             inferred = not (fabric_links or nvswitch_bdfs)
             why = ("NVSwitch PCI functions in the PCI listing" if nvswitch_bdfs else
@@ -270,16 +270,25 @@ class _Build:
                    f"implied: NV# to every peer exceeds the {norm} links a GPU has")
             _node(G, "nvswitch0", "nvswitch", "NVSwitch fabric", inferred=inferred,
                   switch_count=len(ids) or None, bdfs=ids, note=why)
+            active = {g.name: g.nvlink_active for g in f.gpus if g.nvlink_active}
             for g in gpus:
-                links = fabric_links.get(g) or max(peers.get(g, {}).values(), default=0)
+                links = fabric_links.get(g) or max(peers.get(g, {}).values(), default=0) or active.get(g)
+                note, edge_inferred = assumed, inferred
+                if not links and nvswitch_bdfs and not peers and not fabric_links:
+                    # NVSwitches seen in lspci, link counts not reported: the board norm, inferred
+                    norm_links = self.info.nvswitch_norm if self.info else None
+                    if not norm_links:
+                        continue
+                    links, edge_inferred = norm_links, True
+                    note = f"links not reported: the {self.info.family} NVSwitch board norm NV{norm_links} assumed"
                 if not links:
                     continue
-                link = bw.nvlink(link_model, links)
-                _edge(G, g, "nvswitch0", "nvlink", link, links=links, inferred=inferred, note=assumed)
+                _edge(G, g, "nvswitch0", "nvlink", bw.nvlink(link_model, links), links=links,
+                      inferred=edge_inferred, note=note)
             # GPU pairs whose NV# is below what the fabric gives them: keep them visible
             for a, ps in peers.items():
                 for b, n in ps.items():
-                    if a < b and G.has_edge(a, "nvswitch0") and G.has_edge(b, "nvswitch0"):
+                    if _gkey(a) < _gkey(b) and G.has_edge(a, "nvswitch0") and G.has_edge(b, "nvswitch0"):
                         fab = min(G.edges[a, "nvswitch0"]["links"], G.edges[b, "nvswitch0"]["links"])
                         if fab != n:
                             self.disagreements.append({
@@ -371,28 +380,45 @@ class _Build:
             elif r == "downstream_port":
                 p = parent_of(bdf)
                 node_of[bdf] = f"pci:{p}" if p and role_of(p) == "upstream_port" else f"pci:{bdf}"
-        # numa per root complex from everything below it
+        # numa per root complex from every function below it (kept or not)
         rc_of: dict[str, str] = {}
         rc_numas: dict[str, Counter] = defaultdict(Counter)
-        for bdf in keep:
-            chain = [bdf]
-            while (p := parent_of(chain[-1])) is not None:
-                chain.append(p)
+        top_of: dict[str, str] = {}
+
+        def rc_id(bdf: str) -> str:
+            chain = self._chain(bdf, parent_of)
             top = devs[chain[-1]]
-            rc = f"rc:{top.root}" if top.root else f"rc:{top.bdf[:7]}"
-            rc_of[bdf] = rc
-            if devs[bdf].numa is not None:
-                rc_numas[rc][devs[bdf].numa] += 1
-        numa_known = any(rc_numas.values())
-        for rc in sorted(set(rc_of.values())):
-            numa = rc_numas[rc].most_common(1)[0][0] if rc_numas[rc] else None
-            cpu = self.cpu(numa if numa_known else None) if numa is not None or not numa_known else self.cpu(None)
-            inferred_rc = f.pci and all(devs[b].source.startswith(("nccl_topo_xml", "hwloc_xml"))
-                                        for b in keep if rc_of[b] == rc)
+            if top.root:
+                return f"rc:{top.root}"
+            if top.source.startswith(("nccl_topo_xml", "hwloc_xml")):
+                return f"rc:{top.bdf}"  # XML: bus ids may be virtual (Azure ffff:ff:xx.0); one per element
+            return f"rc:{top.bdf[:7]}"  # lspci: a device with no parent bridge sits on the root bus
+
+        for bdf, d in devs.items():
+            if bdf in keep or d.numa is not None:
+                rc = rc_id(bdf)
+                if bdf in keep:
+                    rc_of[bdf] = rc
+                if d.numa is not None:
+                    rc_numas[rc][d.numa] += 1
+        rcs = sorted(set(rc_of.values()))
+        numa_of_rc: dict[str, int | None] = {
+            rc: rc_numas[rc].most_common(1)[0][0] if rc_numas[rc] else None for rc in rcs
+        }
+        guessed = self._numa_by_bus_order(numa_of_rc)
+        for rc in rcs:
+            numa = numa_of_rc[rc] if numa_of_rc[rc] is not None else guessed.get(rc)
+            cpu = self.cpu(numa) if numa is not None else self.unknown_cpu()
+            inferred_rc = all(devs[b].source.startswith(("nccl_topo_xml", "hwloc_xml"))
+                              for b in keep if rc_of[b] == rc)
+            notes = []
+            if inferred_rc:
+                notes.append("one per top-level PCI element (XML has no host bridges)")
+            if numa_of_rc[rc] is None and numa is not None:
+                notes.append(f"NUMA {numa} assumed from bus order (sockets own contiguous bus ranges)")
             _node(G, rc, "root_complex", f"host bridge {rc[3:]}", numa=numa, parent=cpu,
-                  inferred=bool(inferred_rc), note="one per top-level PCI element (XML has no host bridges)"
-                  if inferred_rc else None)
-            _edge(G, rc, cpu, "cpu_link", inferred=bool(inferred_rc))
+                  inferred=bool(inferred_rc), note="; ".join(notes) or None)
+            _edge(G, rc, cpu, "cpu_link", inferred=bool(inferred_rc) or numa_of_rc[rc] is None)
         # nodes, parents first
         for bdf in sorted(keep, key=lambda b: (len(self._chain(b, parent_of)), b)):
             d = devs[bdf]
@@ -447,6 +473,31 @@ class _Build:
                 _node(G, nid, d.kind, d.name or bdf, bdf=bdf, numa=numa, parent=parent_node)
                 self._link(nid, parent_node, d, pdev, is_gpu=False)
         self._place_leftovers()
+
+    def unknown_cpu(self) -> str:
+        """The one cpu node for devices whose NUMA node nobody reported."""
+        if getattr(self, "_unknown_cpu", None) is None:
+            self._unknown_cpu = self.cpu(None, inferred=True)
+        return self._unknown_cpu
+
+    @staticmethod
+    def _numa_by_bus_order(numa_of_rc: dict[str, int | None]) -> dict[str, int]:
+        """Root complexes without NUMA: take the NUMA of the nearest lower known root bus (same domain)."""
+        known = sorted((rc, n) for rc, n in numa_of_rc.items() if n is not None)
+        if not known or len({n for _, n in known}) < 1:
+            return {}
+        out = {}
+        for rc, n in numa_of_rc.items():
+            if n is not None:
+                continue
+            same = [(k, kn) for k, kn in known if k[:7] == rc[:7]]
+            lower = [kn for k, kn in same if k < rc]
+            higher = [kn for k, kn in same if k > rc]
+            if lower:
+                out[rc] = lower[-1]
+            elif higher:
+                out[rc] = higher[0]
+        return out
 
     @staticmethod
     def _chain(bdf: str, parent_of) -> list[str]:
