@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -91,6 +90,8 @@ from apps.domain import paths
 from apps.domain.assemble import assemble
 from apps.domain.cluster import path_between
 from apps.domain.errors import UnknownKindError
+from apps.domain.estimate import estimate, suggest_nccl_settings
+from apps.domain.findings import evaluate
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.parsers import KINDS, to_jsonable
 
@@ -151,14 +152,6 @@ class HostAnalysis:
 
     def path_to(self, gpu: str, other: HostAnalysis, other_gpu: str) -> dict:
         return path_between(self.doc, gpu, other.doc, other_gpu)
-
-
-def _optional(module: str, name: str):
-    """A function of a module that may not be importable in every deployment of the engine."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
 
 
 def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> HostAnalysis:
@@ -231,15 +224,9 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
         "warnings": [str(w) for w in G.graph.get("warnings") or []],
     }
     doc["summary"] = _summary(G, doc)
-    evaluate = _optional("apps.domain.findings", "evaluate")
-    estimate = _optional("apps.domain.estimate", "estimate")
-    settings = _optional("apps.domain.estimate", "suggest_nccl_settings")
-    if estimate is not None:
-        doc["estimate"] = estimate(doc)
-    if settings is not None:
-        doc["nccl_settings"] = settings(doc)
-    if evaluate is not None:
-        doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
+    doc["estimate"] = estimate(doc)
+    doc["nccl_settings"] = suggest_nccl_settings(doc)
+    doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
     return json.loads(json.dumps(doc, default=_jsonable))
 
 
