@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from ninja import Field, NinjaAPI, Schema
+from ninja import Field, NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
@@ -133,9 +133,9 @@ def post_report(request: HttpRequest):
         )
     except services.ReportRejected as exc:
         return api.create_response(request, exc.as_dict(), status=exc.status)
-    return 202, {"upload_id": upload.pk, "status_url": _upload_url(request, upload.pk),
+    return Status(202, {"upload_id": upload.pk, "status_url": _upload_url(request, upload.pk),
                  "status": upload.status if created else Upload.objects.get(pk=upload.pk).status,
-                 "duplicate": not created}
+                 "duplicate": not created})
 
 
 # ---------------------------------------------------------------------------------------- read

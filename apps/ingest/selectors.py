@@ -60,7 +60,7 @@ def clusters_overview() -> list[ClusterOverview]:
 
 
 def latest_snapshots(cluster: Cluster) -> list[Snapshot]:
-    newest = Snapshot.objects.filter(host=OuterRef("host")).order_by("-collected_at", "-id").values("id")[:1]
+    newest = Snapshot.objects.filter(host=OuterRef("pk")).order_by("-collected_at", "-id").values("id")[:1]
     ids = (
         Host.objects.filter(cluster=cluster).annotate(latest=Subquery(newest))
         .exclude(latest__isnull=True).values_list("latest", flat=True)
