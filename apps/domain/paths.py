@@ -685,7 +685,8 @@ def gpu_nic_choice(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> lis
         port = _nic_port_gbs(G, n)
         bw = min((v for v in (gbs, port) if v is not None), default=None)
         entry = {
-            "gpu": g, "nic": n, "label": G.nodes[n].get("label"), "path_class": rec["path_class"],
+            "gpu": g, "nic": n, "label": G.nodes[n].get("nic_label") or G.nodes[n].get("label"),
+            "path_class": rec["path_class"],
             "nccl_path": rec["nccl_path"], "gdr": rec["gdr"], "reason": rec["reason"], "bandwidth_gbs": bw,
             "bottleneck": idx, "nic_share": share[n], "pxn_via": rec["pxn_via"], "hops": hops,
             "pxn_hops": None, "pxn_gdr": None, "pxn_bandwidth_gbs": None,
