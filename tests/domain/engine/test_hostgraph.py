@@ -248,3 +248,159 @@ def test_pcie_only_box_with_two_switch_levels_and_far_nic():
     assert G.nodes["GPU0"]["numa"] != G.nodes["mlx5_0"]["numa"] or G.nodes["mlx5_0"]["numa"] is None
     assert path_class(G, "GPU0", "mlx5_0") == "SYS"
     assert not any(d["kind"] == "nvlink" for _, _, d in G.edges(data=True))
+
+
+# -- exact (PCI listings) ----------------------------------------------------------------------
+
+
+def sysfs_dev(bdf: str, ancestry: list[str], cls: str, vendor: str = "15b3", numa: int = 0,
+              cur: tuple = (16.0, 16), mx: tuple = (16.0, 16)) -> dict:
+    return {"bdf": bdf, "ancestry": ancestry, "root_complex": "pci0000:" + (ancestry[0][5:7] if ancestry else bdf[5:7]),
+            "class_code": cls, "vendor_id": vendor, "device_id": "0000", "numa_node": numa,
+            "current_link_speed_gts": cur[0], "current_link_width": cur[1],
+            "max_link_speed_gts": mx[0], "max_link_width": mx[1]}
+
+
+def two_root_ports_host(topo_token: str) -> dict:
+    """
+        cpu0
+         |
+      rc:0000:00
+       /       \\
+    00:01.0   00:02.0     (root ports)
+      |          |
+     GPU0     mlx5_0      -> PHB by the tree
+    """
+    rp1, rp2 = "0000:00:01.0", "0000:00:02.0"
+    return {
+        "sysfs_pci": {"devices": [
+            sysfs_dev(rp1, [], "0604", "8086"), sysfs_dev(rp2, [], "0604", "8086"),
+            sysfs_dev("0000:01:00.0", [rp1], "0302", "10de"), sysfs_dev("0000:02:00.0", [rp2], "0207")]},
+        "nvidia_smi_gpus": {"gpus": [{"index": 0, "bdf": "00000000:01:00.0", "name": "NVIDIA H100 80GB HBM3",
+                                      "link_gen_current": 5, "link_gen_max": 5, "link_width_current": 16,
+                                      "link_width_max": 16}]},
+        "sysfs_ib": {"cas": [{"name": "mlx5_0", "bdf": "0000:02:00.0",
+                              "ports": [{"number": 1, "state": "Active", "rate_gbps": 400,
+                                         "link_layer": "InfiniBand"}]}]},
+        "nvidia_smi_topo": topo({"GPU0": f"X {topo_token}", "NIC0": f"{topo_token} X"}, nics={"NIC0": "mlx5_0"}),
+    }
+
+
+def test_exact_tree_agrees_with_topo():
+    G = build_host_graph(assemble(two_root_ports_host("PHB"), "h"))
+    assert G.graph["mode"] == "exact" and G.graph["inferred"] is False
+    assert G.nodes["GPU0"]["parent"] == "pci:0000:00:01.0"
+    assert G.nodes["mlx5_0"]["parent"] == "pci:0000:00:02.0"
+    assert G.nodes["mlx5_0"]["label"] == "NIC0" and G.nodes["mlx5_0"]["rate_gbps"] == 400
+    assert path_class(G, "GPU0", "mlx5_0") == "PHB"
+    assert pcie_path(G, "GPU0", "mlx5_0") == ["GPU0", "pci:0000:00:01.0", "rc:0000:00", "pci:0000:00:02.0", "mlx5_0"]
+    assert G.graph["disagreements"] == []
+
+
+def test_topo_that_contradicts_the_tree_is_recorded_not_fatal():
+    """topo -m says PIX for GPU0-mlx5_0, but the tree puts them under different root ports (PHB)."""
+    G = build_host_graph(assemble(two_root_ports_host("PIX"), "h"))
+    msgs = [d["message"] for d in G.graph["disagreements"]]
+    assert any("PIX" in m and "GPU0-NIC0" in m and "PHB" in m for m in msgs), msgs
+    assert path_class(G, "GPU0", "mlx5_0") == "PHB"  # the graph follows the exact source
+
+
+def test_gpu_idle_downclock_is_not_degraded_but_narrow_width_is():
+    """
+    root port (Gen5 x16) -- GPU0 at Gen1 x16 (idle, P8)   -> not degraded
+    root port (Gen5 x16) -- mlx5_0 at Gen5 x8             -> degraded (width)
+    """
+    host = two_root_ports_host("PHB")
+    devs = host["sysfs_pci"]["devices"]
+    devs[2].update(current_link_speed_gts=2.5)
+    devs[3].update(current_link_width=8)
+    G = build_host_graph(assemble(host, "h"))
+    g = G.edges["GPU0", "pci:0000:00:01.0"]
+    n = G.edges["mlx5_0", "pci:0000:00:02.0"]
+    assert g["degraded"] is False and "idle" in g["note"]
+    assert g["spec_gbs"] == pytest.approx(31.5)  # 16 GT/s max: the link the GPU trains to under load
+    assert n["degraded"] is True and n["width"] == 8 and n["spec_gbs"] == pytest.approx(31.5 / 2)
+
+
+def test_dell_xe9680_lspci_switch_grouping_and_nvswitches():
+    """Dell XE9680 HGX H100 full lspci -vvv: 8 Broadcom PEX switches, one per GPU, 4 NVSwitches.
+
+    rc:0000:15 -- root port 15:01.0 -- switch 16:00.0 (downstream ports 17:00.0..17:03.0)
+                                          +-- GPU0 (19:00.0), NICs, NVMe
+    """
+    facts = load_facts("dell_xe9680_lspci")
+    G = build_host_graph(facts)
+    assert G.graph["mode"] == "exact"
+    switches = [n for n, d in G.nodes(data=True) if d["kind"] == "switch"]
+    assert len(switches) == 8
+    sw = G.nodes["pci:0000:16:00.0"]
+    assert sw["upstream_bdf"] == "0000:16:00.0"
+    assert sorted(sw["port_bdfs"]) == ["0000:17:00.0", "0000:17:01.0", "0000:17:02.0", "0000:17:03.0"]
+    assert G.nodes["GPU0"]["parent"] == "pci:0000:16:00.0" and G.nodes["GPU0"]["bdf"] == "0000:19:00.0"
+    assert all(G.nodes[G.nodes[f"GPU{i}"]["parent"]]["kind"] == "switch" for i in range(8))
+    assert {G.nodes[f"GPU{i}"]["numa"] for i in range(4)} == {0} and G.nodes["GPU4"]["numa"] == 1
+    nvs = G.nodes["nvswitch0"]
+    assert nvs["kind"] == "nvswitch" and nvs["switch_count"] == 4 and len(nvs["bdfs"]) == 4
+    e = G.edges["GPU0", "nvswitch0"]
+    assert e["links"] == 18 and e["inferred"] is True  # board norm: lspci does not show link counts
+    assert path_class(G, "GPU0", "GPU5") == "NV18"
+    up = G.edges["pci:0000:16:00.0", "pci:0000:15:01.0"]
+    assert (up["gen"], up["width"]) == (5, 16) and up["degraded"] is False
+    assert not any(d["degraded"] for _, _, d in G.edges(data=True))
+    assert not any(G.nodes[n]["kind"] == "nvswitch" for n in G if n.startswith("pci:"))
+
+
+def test_synthetic_downtrained_gpu_is_degraded():
+    facts = load_facts("synthetic_hgx_h100_gpu_x8")
+    G = build_host_graph(facts)
+    bad = [(a, b) for a, b, d in G.edges(data=True) if d["degraded"]]
+    assert len(bad) == 1
+    (a, b) = bad[0]
+    gpu = a if a.startswith("GPU") else b
+    assert G.nodes[gpu]["bdf"] == "0000:3b:00.0"
+    assert G.edges[a, b]["width"] == 8 and G.edges[a, b]["max_width"] == 16
+    # Broadcom PEX Gen5 switches are marked for NCCL's flattening (domain.md section 1 notes)
+    assert any(d.get("bcm_gen") == 5 for _, d in G.nodes(data=True) if d["kind"] == "switch")
+
+
+def test_stelline_three_sources_agree_with_topo():
+    """ASUS ESC8000A-E12 (2x Genoa): GPUs straight on root ports, dual-port CX-7 per socket.
+
+    cpu0: rc 00 -- rp 01.1 -- GPU0 | rc 20 -- rp 03.1 -- mlx5_0, mlx5_1 | rc 40 -- GPU1 | rc 60 (NVMe)
+    cpu1: rc 80 -- rp 01.1 -- mlx5_2, mlx5_3 | rc c0 -- GPU2 | rc e0 -- GPU3
+    """
+    facts = load_facts("stelline_esc8000a")
+    G = build_host_graph(facts)
+    assert G.graph["mode"] == "exact"
+    for a, b, t in matrix_cells(facts):
+        assert path_class(G, node_for(facts, a), node_for(facts, b)) == t, (a, b)
+    assert G.graph["disagreements"] == []
+    assert G.nodes["mlx5_0"]["parent"] == G.nodes["mlx5_1"]["parent"] == "pci:0000:20:03.1"
+    assert G.nodes["mlx5_2"]["bdf"] == "0000:81:00.0"
+    assert any("bus order" in w for w in G.graph["warnings"])
+    assert G.nodes["GPU0"]["parent"] == "pci:0000:00:01.1"
+    assert G.nodes["rc:0000:60"]["numa"] == 0  # from the RAID card's NUMA line, not a kept device
+    assert G.nodes["mlx5_0"]["active"] is False  # ibv_devinfo: PORT_DOWN
+
+
+def test_nccl_xml_of_a_cloud_vm():
+    """Azure ND96asr_v4 NCCL topology file: 4 virtual switches ffff:ff:0x.0, 2 GPUs + 2 NICs each.
+
+    cpu0 -- rc(ffff:ff:01.0) -- switch -- 2 GPUs, 2 IB NICs      (x4 NUMA nodes, AMD Rome)
+    """
+    facts = load_facts("azhpc_ndv4_xml")
+    G = build_host_graph(facts)
+    assert G.graph["mode"] == "nccl_xml" and G.graph["cpu_vendor"] == "amd"
+    assert len([n for n, d in G.nodes(data=True) if d["kind"] == "gpu"]) == 8
+    nics = [n for n, d in G.nodes(data=True) if d["kind"] == "nic"]
+    assert len(nics) == 8
+    switches = [n for n, d in G.nodes(data=True) if d["kind"] == "switch"]
+    assert len(switches) == 4 and len({G.nodes[s]["numa"] for s in switches}) == 4
+    for s in switches:
+        below = [n for n in G if G.nodes[n].get("parent") == s]
+        assert sorted(G.nodes[n]["kind"] for n in below) == ["gpu", "gpu", "nic", "nic"]
+    gpu = next(n for n in G.nodes if G.nodes[n]["kind"] == "gpu")
+    nic = next(n for n in nics if G.nodes[n]["parent"] == G.nodes[gpu]["parent"])
+    assert path_class(G, gpu, nic) == "PIX"
+    assert G.edges["cpu0", "cpu1"]["nccl_gbs"] == 16.0  # AMD_BW
+    assert all(G.nodes[r]["inferred"] for r in G if G.nodes[r]["kind"] == "root_complex")
