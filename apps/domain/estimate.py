@@ -290,6 +290,9 @@ def estimate(doc: Mapping[str, Any]) -> dict:
     b_gpu, intra_limit, kind = h.b_gpu()
     eta_intra = ETA_NVLINK if kind == "nvlink" else ETA_PCIE
     notes = []
+    if g == 0:
+        intra_limit = "no GPUs reported"
+        notes.append("no GPUs reported: the intra-node term is unknown")
     if b_gpu is None and g == 1:
         b_gpu = h.gpu_pcie(h.names[0])
         intra_limit = f"the GPU's own PCIe link ({fmt_gbs(b_gpu)})"
@@ -305,6 +308,8 @@ def estimate(doc: Mapping[str, Any]) -> dict:
             points.append({"nodes": 1, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": intra})
             continue
         if b_node is None:
+            continue
+        if g == 0:
             continue
         net = round(ETA_NET * b_node, 1)
         n = nodes * max(g, 1)
@@ -375,7 +380,7 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
         down = [n.get("name") for n in others if not ctx.nic_active(n)]
         if down:
             why.append(f"it leaves out ports that are not Active ({join(sorted(set(down), key=gpu_sort_key))})")
-        if any(n.get("compute") is False for n in others):
+        if any(not ctx.is_compute(n) for n in others):
             why.append("it leaves out storage/management NICs")
         why.append("the leading '=' makes NCCL match names exactly, so mlx5_1 does not also select mlx5_10 (F07)")
         out.append({"name": "NCCL_IB_HCA", "value": ib_hca_value(keep),

@@ -247,8 +247,12 @@ class Ctx:
             return bool(nic["active"])
         return str(nic.get("state") or "").lower() == "active"
 
+    def is_compute(self, nic: Mapping) -> bool:
+        """A compute NIC; without GPUs in the document the classification is meaningless: all are."""
+        return bool(nic.get("compute", True)) or not self.gpus
+
     def compute_nics(self, active_only: bool = True) -> list[dict]:
-        out = [n for n in self.nics if n.get("compute", True)]
+        out = [n for n in self.nics if self.is_compute(n)]
         return [n for n in out if self.nic_active(n)] if active_only else out
 
     def nic(self, name: str) -> dict:

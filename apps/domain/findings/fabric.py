@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 
 from apps.domain.findings._base import (
-    Ctx, Rule, as_float, as_int, finding, fmt_num, hca_selected, join, parse_ib_hca,
+    Ctx, Rule, as_float, as_int, finding, gpu_sort_key, fmt_num, hca_selected, join, parse_ib_hca,
 )
 
 F01 = Rule("F01", "HCA port not Active", "HIGH",
@@ -68,7 +68,7 @@ def rule_f01(ctx: Ctx) -> list[dict]:
         why = _PHYS.get(phys.lower().replace(" ", ""), "")
         if not why and state.lower() == "initializing":
             why = "the subnet manager has not activated the port"
-        compute = nic.get("compute", True)
+        compute = ctx.is_compute(nic)
         sev = "HIGH" if compute else "LOW"
         if compute and not any_active:
             sev = "CRIT"
@@ -85,17 +85,18 @@ def rule_f01(ctx: Ctx) -> list[dict]:
 def rule_f02(ctx: Ctx) -> list[dict]:
     """F02 Link rate below expectation.
 
-    Condition: among the Active compute ports of one link layer, a port's Rate is below the others'
-    (the node's slowest rail bounds the rings), or its width is not the 4X its peers train at.
+    Condition: among the Active compute ports of one link layer and adapter model (ibstat CA type),
+    a port's Rate is below the majority's (the node's slowest rail bounds the rings).
     HIGH. Split ports (HDR100, NDR200) are legitimate when every port is split alike.
     Source: kernel sysfs rate [S21]; NCCL init.cc L116-138, L404-412 [S8].
     """
-    groups: dict[str, list[dict]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for nic in ctx.compute_nics():
         if as_float(nic.get("rate_gbps")):
-            groups[str(nic.get("link_layer") or "")].append(nic)
+            ca_type = str(ctx.ib_port(_port_name(nic), nic.get("port")).get("ca_type") or "")
+            groups[(str(nic.get("link_layer") or ""), ca_type)].append(nic)
     out = []
-    for layer, nics in groups.items():
+    for (layer, _ca_type), nics in groups.items():
         top = max(as_float(n["rate_gbps"]) for n in nics)
         slow = [n for n in nics if as_float(n["rate_gbps"]) < top]
         if not slow or len(slow) * 2 > len(nics):
@@ -195,16 +196,19 @@ def rule_f04(ctx: Ctx) -> list[dict]:
     for n in chosen:
         if n.get("link_layer"):
             layers[str(n["link_layer"])].append(_port_name(n))
+    for v in layers.values():
+        v.sort(key=gpu_sort_key)
     if len(layers) < 2:
         return []
     layer, keep = preferred_layer(ctx)
     value = ib_hca_value(keep) if keep else "=<HCAs of one link layer>"
     known = "NCCL_IB_HCA" in ctx.env
-    desc = "; ".join(f"{k}: {join(sorted(v))}" for k, v in sorted(layers.items()))
+    desc = "; ".join(f"{k}: {join(v)}" for k, v in sorted(layers.items()))
     msg = (f"NCCL would use ports of two link layers ({desc})" +
            (f" with NCCL_IB_HCA={ctx.env['NCCL_IB_HCA']}" if known else " if NCCL_IB_HCA is left unset") +
            ". NCCL refuses to connect queue pairs across link layers ('Attempted to connect incompatible devices').")
-    return [finding(F04, [d for v in layers.values() for d in v], msg, severity="CRIT" if known else "HIGH",
+    devices = sorted((d for v in layers.values() for d in v), key=gpu_sort_key)
+    return [finding(F04, devices, msg, severity="CRIT" if known else "HIGH",
                     fix=f"Restrict NCCL to the {layer or 'main'} ports: NCCL_IB_HCA={value}")]
 
 
@@ -235,7 +239,7 @@ def rule_f07(ctx: Ctx) -> list[dict]:
     elif len({_port_name(n) for n in selected if ctx.nic_active(n)}) == 1 and len({_port_name(n) for n in compute}) > 1:
         problems.append(f"it selects a single HCA on a node with {len(compute)} active compute NICs "
                         f"(bandwidth divided by {len(compute)})")
-    bad = [n for n in selected if not ctx.nic_active(n) or not n.get("compute", True)]
+    bad = [n for n in selected if not ctx.nic_active(n) or not ctx.is_compute(n)]
     if bad:
         problems.append(f"it includes ports that are Down or not compute NICs: {join(sorted({_port_name(n) for n in bad}))}")
         devices += [_port_name(n) for n in bad]

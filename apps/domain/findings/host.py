@@ -96,8 +96,8 @@ def rule_h02(ctx: Ctx) -> list[dict]:
     if not far:
         return []
     far.sort(key=lambda t: gpu_sort_key(t[0]))
-    text = ", ".join(f"{g} (NUMA {gn if gn is not None else '?'}) uses {n} (NUMA {nn if nn is not None else '?'})"
-                     for g, n, gn, nn in far)
+    text = ", ".join(f"{g} (NUMA {gn}) uses {n} (NUMA {nn})" if gn is not None and nn is not None
+                     else f"{g} uses {n} across the CPU sockets (SYS)" for g, n, gn, nn in far)
     msg = (f"{text}. Their inter-node traffic crosses the CPU socket link (UPI/xGMI) and GPUDirect RDMA is off "
            "for them (see G01).")
     devices = [g for g, *_ in far] + sorted({n for _, n, _, _ in far})

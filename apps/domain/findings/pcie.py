@@ -364,6 +364,15 @@ def _links(ctx: Ctx) -> list[dict]:
     return list(out.values())
 
 
+def _relevant(ctx: Ctx, rec: dict) -> bool:
+    """GPUs, RDMA NICs of the document and PCIe switches matter for collectives; a BMC, a 1 GbE
+    management port or a RAID card with a narrow link does not (their findings are LOW)."""
+    name = rec.get("name")
+    if rec.get("kind") == "gpu" or name in ctx.gpu_names or ctx.nic(str(name)):
+        return True
+    return rec.get("kind") == "switch"
+
+
 def _parent_cap(ctx: Ctx, bdf: str | None) -> tuple[int | None, int | None]:
     if not bdf:
         return None, None
@@ -392,7 +401,10 @@ def rule_p06(ctx: Ctx) -> list[dict]:
         bw = f" ({fmt_gbs(loss)} instead of {fmt_gbs(full)} per direction)" if loss and full else ""
         msg = (f"{rec['name']} trained its PCIe link at x{w} although it is capable of x{mw}{bw}. A narrowed "
                "link is a real fault (riser, slot, retimer or bifurcation), not a power-saving state.")
-        out.append(finding(P06, [rec["name"]], msg))
+        sev = None if _relevant(ctx, rec) else "LOW"
+        if sev:
+            msg += " This device is not a GPU, RDMA NIC or PCIe switch, so collectives are not affected."
+        out.append(finding(P06, [rec["name"]], msg, severity=sev))
     return out
 
 
@@ -422,7 +434,10 @@ def rule_p07(ctx: Ctx) -> list[dict]:
         msg = (f"{rec['name']} ({rec.get('kind') or 'device'}) trained its PCIe link at Gen{g} although it and its "
                f"port can do Gen{mg}. Unlike GPUs, NICs and switches do not downclock when idle, so this link is "
                "stuck low.")
-        out.append(finding(P07, [rec["name"]], msg))
+        sev = None if _relevant(ctx, rec) else "LOW"
+        if sev:
+            msg += " It is not a GPU, RDMA NIC or PCIe switch, so collectives are not affected."
+        out.append(finding(P07, [rec["name"]], msg, severity=sev))
     if idle:
         names = [n for n, *_ in idle]
         states = {p for *_, p in idle if p}
@@ -507,9 +522,21 @@ def rule_p09(ctx: Ctx) -> list[dict]:
     out = []
     for c in _contention(ctx, ("switch_uplink",)):
         sev = "HIGH" if c["_ratio"] >= 2.0 else "MED"
-        out.append(finding(P09, [c.get("label") or c.get("element")] + as_list(c.get("devices")),
-                           _contention_message(c, "The uplink of PCIe switch"), severity=sev))
+        msg = _contention_message(c, "The uplink of PCIe switch")
+        if _inferred(ctx, c):
+            sev = "LOW"
+            msg += _INFERRED_NOTE
+        out.append(finding(P09, [c.get("label") or c.get("element")] + as_list(c.get("devices")), msg, severity=sev))
     return out
+
+
+_INFERRED_NOTE = (" This switch and its link were inferred from nvidia-smi topo -m alone (width and generation "
+                  "assumed), so the ratio is an estimate: upload lspci -vvv to confirm.")
+
+
+def _inferred(ctx: Ctx, c: Mapping) -> bool:
+    node = ctx.nodes.get(str(c.get("element"))) or {}
+    return bool(node.get("inferred")) or "inferred" in str(c.get("label") or "") or bool(ctx.doc.get("inferred"))
 
 
 def rule_p10(ctx: Ctx) -> list[dict]:
@@ -521,8 +548,11 @@ def rule_p10(ctx: Ctx) -> list[dict]:
     out = []
     for c in _contention(ctx, ("root_port", "root_complex")):
         what = "Root port" if c.get("kind") == "root_port" else "Root complex"
-        out.append(finding(P10, [c.get("label") or c.get("element")] + as_list(c.get("devices")),
-                           _contention_message(c, what)))
+        msg = _contention_message(c, what)
+        sev = None
+        if _inferred(ctx, c):
+            sev, msg = "LOW", msg + _INFERRED_NOTE.replace("This switch", "This element")
+        out.append(finding(P10, [c.get("label") or c.get("element")] + as_list(c.get("devices")), msg, severity=sev))
     return out
 
 

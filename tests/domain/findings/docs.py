@@ -15,7 +15,7 @@ def host(gpus: int | list[str] = 2, *, model: str | None = "NVIDIA H100 80GB HBM
          nics: list[dict] | None = None, gpu_nic: dict[str, Any] | None = None,
          gpu_numa: dict[str, int] | None = None, nvswitch: bool | None = None,
          contention: list[dict] | None = None, warnings: list[str] | None = None,
-         affinity: dict[str, str | None] | None = None) -> dict:
+         affinity: dict[str, str | None] | None = None, inferred: bool = False) -> dict:
     """A snapshot document.
 
     ``pairs`` maps (GPUa, GPUb) to a topo -m class; unspecified pairs get ``default_pair``.
@@ -25,7 +25,7 @@ def host(gpus: int | list[str] = 2, *, model: str | None = "NVIDIA H100 80GB HBM
     pairs = {frozenset(k): v for k, v in (pairs or {}).items()}
     gpu_numa = gpu_numa or {}
     doc: dict[str, Any] = {
-        "schema": 1, "hostname": "synthetic", "sources": ["nvidia_smi_topo"], "inferred": True,
+        "schema": 1, "hostname": "synthetic", "sources": ["nvidia_smi_topo"], "inferred": inferred,
         "summary": {"gpu_count": len(names), "gpu_model": model, "nic_count": 0, "active_nic_count": 0,
                     "nic_rates_gbps": [], "nvlink": False, "nvswitch": bool(nvswitch), "sockets": 1,
                     "fingerprint": "x"},

@@ -33,6 +33,19 @@ def test_f02_one_rail_slower():
     assert fired(host(8, nics=[nic(f"mlx5_{i}", rate=200) for i in range(8)]), rule="F02") == []
 
 
+def test_f02_near_miss_other_adapter_model_at_lower_rate():
+    """8 CX-7 (MT4129) RoCE 400 + 2 CX-6 Dx (MT4125) RoCE 100: different adapters, not a slow rail."""
+    nics = [nic(f"mlx5_{i}", layer="Ethernet") for i in range(8)] + [
+        nic("mlx5_8", rate=100, layer="Ethernet"), nic("mlx5_9", rate=100, layer="Ethernet")]
+    ports = [{"ca": f"mlx5_{i}", "ca_type": "MT4129" if i < 8 else "MT4125", "number": 1, "state": "Active",
+              "phys_state": "LinkUp", "rate_gbps": 400 if i < 8 else 100, "link_layer": "Ethernet",
+              "base_lid": 0, "sm_lid": 0} for i in range(10)]
+    assert fired(host(8, nics=nics), ib_results(*ports), rule="F02") == []
+    ports[3]["rate_gbps"] = 200
+    nics[3]["rate_gbps"] = 200
+    assert [f["devices"] for f in fired(host(8, nics=nics), ib_results(*ports), rule="F02")] == [["mlx5_3"]]
+
+
 def test_f03_ib_port_without_lid_but_not_roce():
     """
     mlx5_0 IB  Initializing/LinkUp  Base lid 65535 SM lid 0   -> F03

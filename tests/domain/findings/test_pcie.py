@@ -160,6 +160,18 @@ def test_p09_p10_from_contention():
     assert p9["severity"] == "HIGH" and "4.0x" in p9["message"] and "GPU3" in p9["devices"]
     [p10] = fired(doc, rule="P10")
     assert p10["devices"] == ["root port 0000:00:03.0", "GPU4", "GPU5"] and p10["severity"] == "MED"
+    # near miss: the same numbers on a hierarchy inferred from topo -m alone are only an estimate
+    guessed = host(8, model="NVIDIA L40S", default_pair="PXB", contention=cont, inferred=True)
+    assert {f["severity"] for f in fired(guessed) if f["rule"] in ("P09", "P10")} == {"LOW"}
+
+
+def test_p06_on_a_management_nic_is_low():
+    """lspci: 0000:01:00.0 BCM5720 1 GbE (LnkCap x2, LnkSta x1), not an RDMA NIC of the document."""
+    lspci = {"lspci_verbose": {"devices": [
+        {"bdf": "0000:01:00.0", "port_type": "Endpoint", "class_code": "0200", "cap_speed_gts": 5.0,
+         "cap_width": 2, "sta_speed_gts": 5.0, "sta_width": 1}]}}
+    [f] = fired(host(1), lspci, rule="P06")
+    assert f["severity"] == "LOW" and f["devices"] == ["0000:01:00.0"]
 
 
 def test_p11_pcie_only_multi_nic_info_not_with_nvlink():
