@@ -165,14 +165,29 @@ _DISAGREE = re.compile(r"disagree|conflict|contradict|inconsistent|mismatch|sour
 def rule_x01(ctx: Ctx) -> list[dict]:
     """X01 sources disagree.
 
-    Condition: the engine recorded a warning that two sources of the same host disagree (e.g. topo -m
-    says PIX while lspci places the devices under separate root ports). MED.
-    Source: domain.md section 1 evaluation notes and section 4 joins.
+    Condition: the engine recorded that two sources of the same host disagree (``graph.disagreements``
+    [{"subject", "message", "sources"}], e.g. topo -m says PIX while lspci places the devices under
+    separate root ports), or a warning says so. MED. Source: domain.md section 1 evaluation notes, 4.
     """
     out = []
     names = set(ctx.gpu_names) | {str(n.get("name")) for n in ctx.nics}
+    graph = ctx.doc.get("graph") or {}
+    seen = set()
+    for d in as_list(graph.get("disagreements")) + as_list(ctx.doc.get("disagreements")):
+        if not isinstance(d, Mapping) or not d.get("message"):
+            continue
+        msg = str(d["message"])
+        if msg in seen:
+            continue
+        seen.add(msg)
+        subject = str(d.get("subject") or "")
+        parts = [p for p in re.split(r"[-\s,]+", subject) if p]
+        devices = [p for p in parts if p in names] or ([subject] if subject else [])
+        sources = [str(s) for s in as_list(d.get("sources"))]
+        text = msg.rstrip(".") + (f" (sources: {', '.join(sources)})" if sources else "") + "."
+        out.append(finding(X01, devices, text))
     for w in ctx.warnings():
-        if not _DISAGREE.search(w):
+        if not _DISAGREE.search(w) or w in seen:
             continue
         tokens = {t.rstrip(".:") for t in re.findall(r"[\w:.]+", w)}
         devices = sorted(tokens & names, key=gpu_sort_key)

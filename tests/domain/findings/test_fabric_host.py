@@ -125,6 +125,20 @@ def test_x01_source_disagreement_warning():
     assert f["severity"] == "MED" and f["devices"] == ["GPU0", "GPU1"]
 
 
+def test_x01_structured_disagreements():
+    """graph.disagreements as the engine records them: subject, message, sources."""
+    doc = host(2, default_pair="PIX", nics=[nic("mlx5_0")])
+    doc["graph"]["disagreements"] = [
+        {"subject": "GPU0-GPU1", "message": "topo -m says PIX, the PCI tree puts them under separate root ports",
+         "sources": ["nvidia_smi_topo", "lspci_tree"]},
+        {"subject": "mlx5_0", "message": "mlx5_0 is in the HCA listing but not in topo -m",
+         "sources": ["nvidia_smi_topo"]}]
+    found = {tuple(f["devices"]): f for f in fired(doc, rule="X01")}
+    assert set(found) == {("GPU0", "GPU1"), ("mlx5_0",)}
+    assert "lspci_tree" in found[("GPU0", "GPU1")]["message"]
+    assert fired(host(2), rule="X01") == []
+
+
 def test_evaluate_sorted_and_shaped():
     nics = [nic("mlx5_0", state="Down", phys="Polling"), nic("mlx5_1")]
     doc = host(2, default_pair="SYS", nics=nics, gpu_nic={"GPU0": ("mlx5_1", "PIX"), "GPU1": ("mlx5_1", "SYS")})
