@@ -254,7 +254,8 @@ def parse(text: str) -> IbResult:
         stripped = line.strip()
         if not stripped:
             continue
-        m = _CA_RE.match(line)
+        head = stripped[:2]  # cheap dispatch: most lines are "Key: value"
+        m = _CA_RE.match(line) if head == "CA" else None
         if m:
             close_ca()
             name = m.group(1).strip()
@@ -266,7 +267,7 @@ def parse(text: str) -> IbResult:
             ca = _CaAcc(name, no)
             started = True
             continue
-        m = _PORT_RE.match(line)
+        m = _PORT_RE.match(line) if head == "Po" else None
         if m:
             close_port()
             if ca is None:
@@ -279,7 +280,7 @@ def parse(text: str) -> IbResult:
             port = _PortAcc(number, no)
             started = True
             continue
-        m = _DIAG_RE.match(line)
+        m = _DIAG_RE.match(line) if head == "ib" else None
         if m:
             warnings.append(f"line {no}: ibstat reported: {stripped}")
             if first_diag is None:

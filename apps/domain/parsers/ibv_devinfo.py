@@ -212,6 +212,7 @@ def parse(text: str) -> IbResult:
     ca: _Ca | None = None
     port: _Port | None = None
     no_devices = False
+    seen_names: set[str] = set()
 
     def close_port() -> None:
         nonlocal port
@@ -257,8 +258,9 @@ def parse(text: str) -> IbResult:
             close_ca()
             if not value:
                 raise ParseError(KIND, no, line, "'hca_id:' without a device name")
-            if any(c.name == value for c in cas):
+            if value in seen_names:
                 warnings.append(f"line {no}: device '{value}' printed twice")
+            seen_names.add(value)
             ca = _Ca(value, no)
             continue
         if ca is None:

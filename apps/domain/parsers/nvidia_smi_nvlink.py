@@ -90,6 +90,7 @@ def parse(text: str) -> NvlinkStatus:
     current: tuple[int, str, str | None] | None = None
     links: list[NvlinkLink] = []
     seen_links: set[int] = set()
+    seen_gpus: set[int] = set()
 
     def close() -> None:
         if current is not None:
@@ -99,18 +100,8 @@ def parse(text: str) -> NvlinkStatus:
         stripped = line.strip()
         if not stripped:
             continue
-        if _CAPS_RE.match(line):
-            raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink --capabilities' output (per-link "
-                             "capability flags), not the link status of 'nvidia-smi nvlink -s'")
-        if _C2C_RE.match(line):
-            raise ParseError(KIND, no, line, "this is 'nvidia-smi c2c -s' output (Grace Hopper chip-to-chip links), "
-                             "not NVLink status from 'nvidia-smi nvlink -s'")
-        if _SMI_Q_RE.match(line):
-            raise ParseError(KIND, no, line, "this is an 'nvidia-smi -q' dump, not 'nvidia-smi nvlink -s' output")
         m = _LINK_RE.match(line)
-        if m:
-            if current is None:
-                raise ParseError(KIND, no, line, "'Link N:' line before any 'GPU N: <name> (UUID: ...)' line")
+        if m and current is not None:
             number, raw = int(m.group(1)), m.group(2)
             rm = _RATE_RE.match(raw)
             if rm:
@@ -126,14 +117,25 @@ def parse(text: str) -> NvlinkStatus:
             seen_links.add(number)
             links.append(NvlinkLink(link=number, gbps=gbps, active=active, raw=raw))
             continue
+        if m:
+            raise ParseError(KIND, no, line, "'Link N:' line before any 'GPU N: <name> (UUID: ...)' line")
+        if _CAPS_RE.match(line):
+            raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink --capabilities' output (per-link "
+                             "capability flags), not the link status of 'nvidia-smi nvlink -s'")
+        if _C2C_RE.match(line):
+            raise ParseError(KIND, no, line, "this is 'nvidia-smi c2c -s' output (Grace Hopper chip-to-chip links), "
+                             "not NVLink status from 'nvidia-smi nvlink -s'")
+        if _SMI_Q_RE.match(line):
+            raise ParseError(KIND, no, line, "this is an 'nvidia-smi -q' dump, not 'nvidia-smi nvlink -s' output")
         m = _GPU_RE.match(line)
         if m:
             close()
             index, name, uuid = int(m.group(1)), m.group(2), m.group(3)
             if not name:
                 raise ParseError(KIND, no, line, "GPU header without a GPU name")
-            if any(g.index == index for g in gpus):
+            if index in seen_gpus:
                 warnings.append(f"line {no}: GPU {index} printed twice")
+            seen_gpus.add(index)
             current, links, seen_links = (index, name, uuid or None), [], set()
             continue
         if current is None and _PROMPT_RE.match(line):
