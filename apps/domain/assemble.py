@@ -24,6 +24,7 @@ Joins (domain.md 4.2):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Iterable
 
@@ -108,29 +109,29 @@ def _float(value: Any) -> float | None:
         return float(m.group(1)) if m else None
 
 
-def _bdf(value: Any) -> str | None:
-    if not value or not isinstance(value, str):
-        return None
-    text = value.strip()
+_CANON_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+@functools.lru_cache(maxsize=8192)
+def _bdf_text(text: str) -> str | None:
+    text = text.strip()
+    if _CANON_RE.match(text):
+        return text
     if is_bdf(text):
         return canonical_bdf(text)
     m = re.search(r"([0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s*$", text)
     return canonical_bdf(m.group(0).strip()) if m else None
 
 
+def _bdf(value: Any) -> str | None:
+    if not value or not isinstance(value, str):
+        return None
+    return _bdf_text(value)
+
+
 def _numa(value: Any) -> int | None:
     n = _int(value)
     return n if n is not None and n >= 0 else None
-
-
-def _gen_from(d: dict, gen_keys: tuple[str, ...], speed_keys: tuple[str, ...]) -> int | None:
-    from apps.domain.bandwidth import pcie_generation
-
-    g = _int(_get(d, *gen_keys))
-    if g:
-        return g
-    speed = _float(_get(d, *speed_keys))
-    return pcie_generation(speed) if speed else None
 
 
 CLASS_BY_NAME = {  # lspci -vvv without -nn prints only the class name
@@ -144,6 +145,40 @@ VENDOR_BY_NAME = (("NVIDIA", NVIDIA), ("Mellanox", MELLANOX), ("Broadcom / LSI",
                   ("Samsung", 0x144D), ("Microchip", 0x11F8), ("PMC-Sierra", 0x11F8))
 ACS_NAMES = {"src_valid": "SrcValid", "trans_blk": "TransBlk", "req_redir": "ReqRedir", "cmplt_redir": "CmpltRedir",
              "upstream_fwd": "UpstreamFwd", "egress_ctrl": "EgressCtrl", "direct_trans": "DirectTrans"}
+
+
+# Field names per PCI source (canonical name -> the parser's field); "-" = the source has none.
+_PCI_CANON = ("bdf", "ancestry", "parent_bdf", "root", "class_name", "class_code", "vendor_id", "vendor_name",
+              "device_id", "subsystem_vendor_id", "subsystem_device_id", "name", "port_type", "numa", "driver",
+              "speed", "width", "max_speed", "max_width", "bus_secondary", "bus_subordinate",
+              "secondary_bus_range", "acs_ctl", "capabilities_denied", "local_cpulist", "kind")
+
+
+def _fields(**over: str) -> dict[str, str]:
+    return {k: over.get(k, k) for k in _PCI_CANON}
+
+
+PCI_FIELDS = {
+    "lspci_verbose": _fields(numa="numa_node", speed="sta_speed_gts", width="sta_width", max_speed="cap_speed_gts",
+                             max_width="cap_width", kind="-"),
+    "sysfs_pci": _fields(root="root_complex", numa="numa_node", speed="current_link_speed_gts",
+                         width="current_link_width", max_speed="max_link_speed_gts", max_width="max_link_width",
+                         kind="-"),
+    "lspci_tree": _fields(),
+    "nccl_topo_xml": _fields(numa="numa_id", speed="link_speed_gts", width="link_width"),
+    # hwloc gives the link in GB/s (no generation/width): not used for gen/width
+    "hwloc_xml": _fields(root="host_bridge", numa="numa_os_index", name="device_name"),
+}
+PCI_FIELDS_GENERIC = _fields(numa="numa_node", speed="sta_speed_gts", width="sta_width", max_speed="cap_speed_gts",
+                             max_width="cap_width")
+
+
+@functools.lru_cache(maxsize=64)
+def _gen(speed_gts: Any) -> int | None:
+    from apps.domain.bandwidth import pcie_generation
+
+    f = _float(speed_gts)
+    return pcie_generation(f) if f else None
 
 
 _KEEP_CLASSES = {0x01, 0x02, 0x03, 0x06, 0x12}  # storage, network, display, bridge, accelerators
@@ -294,77 +329,73 @@ class _Builder:
                         )
         return merged
 
-    def _pci_devices(self, kind: str, res: dict) -> Iterable[dict]:
+    def _pci_devices(self, kind: str, res: Any) -> Iterable[dict]:
         devices = _get(res, "devices", "pci_devices", default=[]) or []
+        fields = PCI_FIELDS.get(kind, PCI_FIELDS_GENERIC)
         bridges = _bridges_by_bus(devices) if kind == "lspci_verbose" else {}
         for d in devices:
+            if isinstance(d, dict):
+                v = {k: d.get(src) for k, src in fields.items()}
+            else:
+                v = {k: getattr(d, src, None) for k, src in fields.items()}
             # the graph needs bridges, GPUs/accelerators, NICs and storage; a full lspci -vvv is
             # mostly uncore/system functions, skipped here for speed
-            cname = _get(d, "class_name")
+            cname = v["class_name"]
             if cname is not None and (cname in _SKIP_CLASS_NAMES or (
                     cname not in CLASS_BY_NAME and not _KEEP_CLASS_NAME_RE.search(cname))):
                 continue
-            code = _hex(_get(d, "class_code"))
-            if code is not None and (code >> 8 if code <= 0xFFFF else code >> 16) not in _KEEP_CLASSES:
-                continue
-            bdf = _bdf(_get(d, "bdf", "busid", "address"))
-            if not bdf:
-                continue
-            ancestry = tuple(b for b in (_bdf(x) for x in (_get(d, "ancestry", "pci_path", default=[]) or [])) if b)
-            if ancestry and ancestry[-1] == bdf:
-                ancestry = ancestry[:-1]
-            parent = (_bdf(_get(d, "parent_bdf", "parent")) or (ancestry[-1] if ancestry else None)
-                      or _bus_parent(bridges, bdf))
-            root = _root_id(_get(d, "root_complex", "root", "host_bridge"))
-            class_code = _hex(_get(d, "class_code", "class", "class_id")) or CLASS_BY_NAME.get(
-                str(_get(d, "class_name", default="")).strip())
+            class_code = _hex(v["class_code"])
             if class_code is not None and class_code > 0xFFFF:
                 class_code >>= 8  # 0x060400 -> 0x0604
-            vendor = _hex(_get(d, "vendor_id")) or _vendor_id(_get(d, "vendor_name", "name"))
-            numa = _numa(_get(d, "numa_node", "numa", "numa_id", "numa_os_index"))
-            acs = _get(d, "acs_ctl", default=()) or ()
+            if class_code is not None and class_code >> 8 not in _KEEP_CLASSES:
+                continue
+            if class_code is None and cname:
+                class_code = CLASS_BY_NAME.get(cname.strip())
+            bdf = _bdf(v["bdf"])
+            if not bdf:
+                continue
+            ancestry = tuple(b for b in (_bdf(x) for x in (v["ancestry"] or ())) if b)
+            if ancestry and ancestry[-1] == bdf:
+                ancestry = ancestry[:-1]
+            parent = _bdf(v["parent_bdf"]) or (ancestry[-1] if ancestry else None) or _bus_parent(bridges, bdf)
+            acs = v["acs_ctl"] or ()
             if dataclasses.is_dataclass(acs):
                 acs = _plain(acs)
             if isinstance(acs, dict):
-                acs = tuple(ACS_NAMES.get(k, k) for k, v in acs.items() if v)
-            port_type = _get(d, "port_type", "pcie_port_type")
-            hint = _get(d, "kind")
+                acs = tuple(ACS_NAMES.get(k, k) for k, on in acs.items() if on)
+            port_type = v["port_type"]
+            hint = v["kind"]
             if kind == "nccl_topo_xml" and (hint == "bridge" or class_code == 0x0604):
                 # NCCL keeps one <pci> per switch (the upstream port); children hang right below it
                 port_type = port_type or "Upstream Port"
-            secondary = _hex(_get(d, "bus_secondary", "secondary_bus"))
-            rng = _get(d, "secondary_bus_range")
+            secondary = _hex(v["bus_secondary"])
+            rng = v["secondary_bus_range"]
             if secondary is None and isinstance(rng, str):
                 secondary = _hex(rng.split("-")[0])
-            gen = _gen_from(d, ("sta_gen",), ("sta_speed_gts", "current_link_speed_gts", "link_speed_gts"))
-            width = _int(_get(d, "sta_width", "current_link_width", "link_width"))
-            max_gen = _gen_from(d, ("cap_gen",), ("cap_speed_gts", "max_link_speed_gts"))
-            max_width = _int(_get(d, "cap_width", "max_link_width"))
             yield {
                 "bdf": bdf,
                 "parent_bdf": parent,
                 "ancestry": ancestry,
-                "root": root,
+                "root": _root_id(v["root"]),
                 "class_code": class_code,
-                "vendor_id": vendor,
-                "device_id": _hex(_get(d, "device_id")),
-                "subsystem_vendor_id": _hex(_get(d, "subsystem_vendor_id")),
-                "subsystem_device_id": _hex(_get(d, "subsystem_device_id")),
-                "name": _get(d, "name", "device_name", "gpu_model"),
+                "vendor_id": _hex(v["vendor_id"]) or _vendor_id(v["vendor_name"] or v["name"]),
+                "device_id": _hex(v["device_id"]),
+                "subsystem_vendor_id": _hex(v["subsystem_vendor_id"]),
+                "subsystem_device_id": _hex(v["subsystem_device_id"]),
+                "name": v["name"],
                 "port_type": port_type,
-                "numa": numa,
-                "driver": _get(d, "driver"),
-                "gen": gen,
-                "width": width,
-                "max_gen": max_gen,
-                "max_width": max_width,
+                "numa": _numa(v["numa"]),
+                "driver": v["driver"],
+                "gen": _gen(v["speed"]),
+                "width": _int(v["width"]),
+                "max_gen": _gen(v["max_speed"]),
+                "max_width": _int(v["max_width"]),
                 "secondary_bus": secondary,
-                "subordinate_bus": _hex(_get(d, "bus_subordinate", "subordinate_bus")),
+                "subordinate_bus": _hex(v["bus_subordinate"]),
                 "acs_ctl": tuple(acs) if isinstance(acs, (list, tuple)) else (),
-                "capabilities_denied": bool(_get(d, "capabilities_denied", default=False)),
-                "local_cpulist": _get(d, "local_cpulist"),
+                "capabilities_denied": bool(v["capabilities_denied"]),
+                "local_cpulist": v["local_cpulist"],
                 "kind_hint": hint,
-                "link_gbs": _float(_get(d, "link_speed_gbs")),  # hwloc: GB/s of the link, no gen/width
                 "source": kind,
             }
 

@@ -741,35 +741,21 @@ class _Build:
         what = "the PCI tree" if exact else "the inferred layout"
         for i, a in enumerate(labels):
             for b in labels[i + 1:]:
-                if not (a.startswith("GPU") or b.startswith("GPU")):
-                    if exact:
-                        pass  # NIC-NIC cells are checked too, they catch wrong HCA joins
-                    else:
-                        continue
                 t = (f.topo.get(a) or {}).get(b) or (f.topo.get(b) or {}).get(a)
                 if not t or t == "X":
                     continue
                 got = path_class(G, nodes[a], nodes[b])
-                if t.startswith("NV") and not got.startswith("NV"):
+                if t.startswith("NV") != got.startswith("NV"):
                     self._dis(a, b, t, got, what)
-                elif t.startswith("NV"):
-                    continue  # NV counts are compared in nvlinks()
-                elif got.startswith("NV"):
-                    self._dis(a, b, t, got, what)
-                else:
-                    pc = pcie_class(G, nodes[a], nodes[b])
-                    if not _same_class(t, pc, f.topo_legacy):
-                        extra = ""
-                        if t == "PXB" and pc == "PIX":
-                            extra = ""
-                        lca = _lca(G, nodes[a], nodes[b])
-                        self._dis(a, b, t, pc, what, lca, extra)
+                elif not t.startswith("NV") and not _same_class(t, got, f.topo_legacy):
+                    # NV counts are compared in nvlinks(); NIC-NIC cells catch wrong HCA joins
+                    self._dis(a, b, t, got, what, _lca(G, nodes[a], nodes[b]))
 
-    def _dis(self, a: str, b: str, t: str, got: str, what: str, lca: str | None = None, extra: str = "") -> None:
+    def _dis(self, a: str, b: str, t: str, got: str, what: str, lca: str | None = None) -> None:
         where = f" (lowest common ancestor {lca})" if lca else ""
         self.disagreements.append({
             "subject": f"{a}-{b}",
-            "message": f"topo -m says {t} for {a}-{b} but {what} gives {got}{where}{extra}",
+            "message": f"topo -m says {t} for {a}-{b} but {what} gives {got}{where}",
             "sources": ["nvidia_smi_topo"] + [s for s in self.f.sources if s != "nvidia_smi_topo"][:3],
         })
 
