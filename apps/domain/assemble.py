@@ -677,9 +677,9 @@ class _Builder:
                        for g in gpus if g.bdf in by_bdf}
             guessed.discard(None)
             if len(guessed) == 1:
-                model = guessed.pop()
-                gpus = [dataclasses.replace(g, model=model) for g in gpus]
-                self.warnings.append(f"GPU model {model!r} taken from the PCI device id (no nvidia-smi)")
+                guess = guessed.pop()
+                gpus = [dataclasses.replace(g, model=guess) for g in gpus]
+                self.warnings.append(f"GPU model {guess!r} taken from the PCI device id (no nvidia-smi)")
         models = sorted({g.model for g in gpus if g.model})
         if len(models) > 1:
             self.warnings.append(f"mixed GPU models on one host: {', '.join(models)}")

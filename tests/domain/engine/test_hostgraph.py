@@ -404,3 +404,20 @@ def test_nccl_xml_of_a_cloud_vm():
     assert path_class(G, gpu, nic) == "PIX"
     assert G.edges["cpu0", "cpu1"]["nccl_gbs"] == 16.0  # AMD_BW
     assert all(G.nodes[r]["inferred"] for r in G if G.nodes[r]["kind"] == "root_complex")
+
+
+def test_nccl_xml_intel_host_without_gpu_names():
+    """AWS p4de.24xlarge topology file: Intel Cascade Lake (model 0x55 -> SKL_QPI_BW 10), 8 A100.
+
+    GPU model comes from the PCI device id (0x20b2); CPU model id stays the CPU's.
+    """
+    facts = load_facts("aws_p4de_xml")
+    G = build_host_graph(facts)
+    assert facts.cpu_vendor == "intel" and facts.cpu_model == 85
+    assert facts.gpu_model == "NVIDIA A100-SXM4-80GB"
+    assert G.edges["cpu0", "cpu1"]["nccl_gbs"] == 10.0
+    switches = [n for n, d in G.nodes(data=True) if d["kind"] == "switch"]
+    assert len(switches) == 4
+    for s in switches:
+        kinds = sorted(G.nodes[n]["kind"] for n in G if G.nodes[n].get("parent") == s)
+        assert kinds == ["gpu", "gpu", "nic"]
