@@ -86,7 +86,7 @@ def test_vm_dump_numaid_minus_one_and_placeholder_nvlink_target() -> None:
     assert r.cpus[0].numa_id is None and r.cpus[0].affinity is None
     assert all(p.numa_id is None for p in r.pci_devices)
     link = r.gpus[0].nvlinks[0]
-    assert (link.target_raw, link.target, link.count) == ("fffffff:ff:ff.0", "ffff:ff:ff.0", 18)
+    assert (link.target_raw, link.target, link.count) == ("fffffff:ff:ff.0", "fffffff:ff:ff.0", 18)
     assert any("numaid=\"-1\"" in w for w in r.warnings)
     assert any("not a real PCI address" in w for w in r.warnings)
 
