@@ -1,0 +1,86 @@
+"""Engine benchmarks: host graph build per real layout, the whole analysis, and path queries
+between random GPU pairs of a 1,024-host synthetic cluster.
+
+* ``host graph <layout>``: every section of a real bundle parsed, joined (``assemble``) and built
+  into the HostGraph (``build_host_graph``); target 20 ms for the 8-GPU hosts with 8 NICs or more.
+* ``analyze_host <layout>``: the same plus paths, contention, findings and estimate, i.e. the
+  whole snapshot document a worker computes per report (no target: the ingest figures hold it).
+* ``path query``: ``ClusterIndex.path("host/GPUi", "host/GPUj")`` for random pairs over 1,024
+  hosts made by ``bench.synth`` (each distinct layout+fault analysed once, its document reused
+  under every hostname that shares it); latency of each query, p50 and p95 (target p95 < 5 ms).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from apps.domain.analysis import analyze_host
+from apps.domain.assemble import assemble
+from apps.domain.cluster import ClusterIndex
+from apps.domain.hostgraph import build_host_graph
+from apps.domain.parsers import KINDS
+from bench.synth import iter_reports, load_layouts
+from bench.timing import Measure, measure, summarize, timed
+
+HOST_GRAPH_TARGET_MS = 20.0
+PATH_P95_TARGET_MS = 5.0
+CLUSTER_HOSTS = 1024
+PATH_QUERIES = 3000
+
+
+def build_graph(sections: dict, hostname: str):
+    results = {kind: KINDS[kind].parse(text) for kind, text in sections.items()}
+    return build_host_graph(assemble(results, hostname))
+
+
+def cluster_documents(n: int = CLUSTER_HOSTS, seed: int = 0) -> list[dict]:
+    """Snapshot documents of ``n`` synthetic hosts (one analysis per distinct layout + fault)."""
+    cache: dict[tuple, dict] = {}
+    docs = []
+    for r in iter_reports(n, seed=seed):
+        key = (r["meta"]["layout"], r["meta"]["fault"])
+        if key not in cache:
+            cache[key] = analyze_host(r["sections"], r["hostname"]).to_dict()
+        doc = copy.deepcopy(cache[key])
+        doc["hostname"] = r["hostname"]
+        docs.append(doc)
+    return docs
+
+
+def path_queries(docs: list[dict], count: int = PATH_QUERIES, seed: int = 1) -> tuple[list[float], dict]:
+    """Latency (ms) of ``count`` random cross- and same-host GPU path queries; and what they answered."""
+    index = ClusterIndex(docs)
+    rng = random.Random(seed)
+    gpus = [(d["hostname"], g["name"]) for d in docs for g in d["gpus"]]
+    samples, mechanisms = [], {}
+    for _ in range(count):
+        (ha, ga), (hb, gb) = rng.choice(gpus), rng.choice(gpus)
+        if rng.random() < 0.2:  # a fifth of the queries stay on one host
+            same = [g for h, g in gpus if h == ha]
+            hb, gb = ha, rng.choice(same)
+        ms, out = timed(lambda: index.path(f"{ha}/{ga}", f"{hb}/{gb}"))
+        samples.append(ms)
+        mechanisms[out["mechanism"]] = mechanisms.get(out["mechanism"], 0) + 1
+    return samples, mechanisms
+
+
+def run() -> list[Measure]:
+    rows = []
+    for layout in load_layouts():
+        doc = analyze_host(layout.sections, layout.hostname).doc
+        g, n = doc["summary"]["gpu_count"], doc["summary"]["nic_count"]
+        shape = f"{g} GPU/{n} NIC, {'+'.join(sorted(layout.sections))}"
+        target = HOST_GRAPH_TARGET_MS if g == 8 and n >= 8 else None  # the 8-GPU/8+-NIC hosts
+        rows.append(measure(f"host graph {layout.name}", lambda: build_graph(layout.sections, layout.hostname),
+                            runs=15, warmup=2, target_ms=target, note=shape))
+        rows.append(measure(f"analyze_host {layout.name}", lambda: analyze_host(layout.sections, layout.hostname),
+                            runs=9, warmup=1, note="whole snapshot document"))
+    docs = cluster_documents()
+    samples, mechanisms = path_queries(docs)
+    gpus = sum(len(d["gpus"]) for d in docs)
+    rows.append(summarize(f"path query, random GPU pairs, {len(docs)} hosts", samples, target_ms=PATH_P95_TARGET_MS,
+                          note=f"{gpus} GPUs; answers: " +
+                               ", ".join(f"{k} {v}" for k, v in sorted(mechanisms.items()))))
+    rows[-1].target_on = "p95"
+    return rows
