@@ -1,0 +1,606 @@
+"""Plotly figures built from snapshot documents (``apps/domain/analysis.py``): pure functions.
+
+Every builder takes documents (plain dicts) and returns a ``plotly.graph_objects.Figure``; the
+views serialise it with ``fig.to_json()`` into the page (``json_script``) and
+``static/js/plots.js`` renders it with the vendored Plotly.js. Nothing here touches the
+database, so tests assert on ``fig.data`` and ``fig.layout``.
+
+Strings that came from a node (hostnames, device names, notes) are HTML-escaped before they go
+into figure text: Plotly renders a few tags (``<b>``, ``<br>``) in labels and hovers and decodes
+entities, so an escaped name shows literally and never becomes markup.
+
+Bandwidths are GB/s per direction everywhere, as in the documents.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+import plotly.graph_objects as go
+
+from apps.domain.compare import describe_link, doc_edges, upstream_links
+
+__all__ = ["host_figure", "gpu_matrix_figure", "nic_matrix_figure", "path_figure", "capacity_figure",
+           "BANDS", "band_of", "node_positions"]
+
+FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12, color="#1d2330")
+KIND_STYLE = {  # symbol, size, colour, legend name
+    "cpu": ("square", 26, "#344054", "CPU socket / NUMA node"),
+    "root_complex": ("circle", 13, "#868e96", "PCIe root complex (host bridge)"),
+    "root_port": ("circle", 9, "#adb5bd", "PCIe root port"),
+    "switch": ("hexagon", 17, "#1c7ed6", "PCIe switch"),
+    "gpu": ("square", 24, "#2f9e44", "GPU"),
+    "nic": ("diamond", 22, "#7048e8", "NIC (HCA port)"),
+    "nvswitch": ("star-square", 22, "#0b7285", "NVSwitch"),
+    "nvme": ("circle", 11, "#adb5bd", "NVMe drive"),
+    "other": ("circle", 9, "#ced4da", "other PCIe device"),
+}
+# (upper bound GB/s per direction, colour, legend label)
+BANDS = (
+    (8.0, "#c92a2a", "< 8 GB/s"),
+    (20.0, "#f08c00", "8-20 GB/s"),
+    (40.0, "#1971c2", "20-40 GB/s"),
+    (100.0, "#2b8a3e", "40-100 GB/s"),
+    (math.inf, "#5f3dc4", "100+ GB/s"),
+)
+UNKNOWN_BAND = (None, "#adb5bd", "bandwidth unknown")
+HIGHLIGHT = {"added": "#2b8a3e", "removed": "#c92a2a", "changed": "#f08c00"}
+LEAF_KINDS = ("gpu", "nic", "nvme", "other")
+
+
+def esc(value: Any) -> str:
+    """Escape a string for Plotly text (which renders some tags and decodes entities)."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
+def _natural(name: Any) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
+
+
+def _fmt(v: float | None) -> str:
+    return "?" if v is None else f"{v:.1f}"
+
+
+def band_of(gbs: float | None) -> tuple:
+    """The colour band of a bandwidth (GB/s per direction)."""
+    if gbs is None:
+        return UNKNOWN_BAND
+    for band in BANDS:
+        if gbs < band[0]:
+            return band
+    return BANDS[-1]
+
+
+def _gbs(e: Mapping | None) -> float | None:
+    if not e:
+        return None
+    v = e.get("expected_gbs")
+    return v if v is not None else e.get("spec_gbs")
+
+
+def _base_layout(title: str, height: int, **extra: Any) -> dict:
+    layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), height=height, font=FONT,
+                  margin=dict(l=10, r=10, t=48, b=10), paper_bgcolor="#ffffff", plot_bgcolor="#ffffff",
+                  hoverlabel=dict(font=dict(size=12)), legend=dict(font=dict(size=11)))
+    layout.update(extra)
+    return layout
+
+
+# -- host drawing -----------------------------------------------------------------------------
+
+
+def node_positions(doc: Mapping) -> dict[str, tuple[float, float]]:
+    """Node id -> (x, y): sockets on top, bridges and switches by depth, devices on the bottom row.
+
+    Leaves are placed left to right in tree order (socket by socket, children in natural name
+    order), a parent sits above the middle of its children, and the NVSwitch lies below the GPUs.
+    """
+    nodes = {n["id"]: n for n in (doc.get("graph") or {}).get("nodes", [])}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for nid, n in nodes.items():
+        parent = n.get("parent") if n.get("parent") in nodes else None
+        if n["kind"] == "nvswitch":
+            continue
+        children[parent].append(nid)
+    for k in children:
+        children[k].sort(key=lambda i: (nodes[i]["kind"] in LEAF_KINDS, _natural(nodes[i].get("label") or i)
+                                        if nodes[i]["kind"] not in LEAF_KINDS else _natural(i)))
+    roots = sorted(children.get(None, []), key=lambda i: (nodes[i]["kind"] != "cpu", _natural(i)))
+    depth: dict[str, int] = {}
+    pos_x: dict[str, float] = {}
+    cursor = [0.0]
+
+    def walk(nid: str, d: int) -> None:
+        depth[nid] = d
+        kids = children.get(nid, [])
+        if nodes[nid]["kind"] in LEAF_KINDS or not kids:
+            pos_x[nid] = cursor[0]
+            cursor[0] += 1.0
+            return
+        for k in kids:
+            walk(k, d + 1)
+        xs = [pos_x[k] for k in kids]
+        pos_x[nid] = (min(xs) + max(xs)) / 2
+
+    for r in roots:
+        walk(r, 0)
+        cursor[0] += 0.6  # a gap between sockets
+    inner = [depth[i] for i in depth if nodes[i]["kind"] not in LEAF_KINDS] or [0]
+    bottom = max(inner) + 1
+    pos = {}
+    for nid, x in pos_x.items():
+        d = bottom if nodes[nid]["kind"] in LEAF_KINDS else depth[nid]
+        if nodes[nid]["kind"] in LEAF_KINDS and nodes[nid].get("parent") not in nodes:
+            d = bottom  # unattached devices still sit on the device row
+        pos[nid] = (x, -float(d))
+    gpus = [pos[i][0] for i in pos if nodes[i]["kind"] == "gpu"]
+    for nid, n in nodes.items():
+        if n["kind"] == "nvswitch":
+            mid = (min(gpus) + max(gpus)) / 2 if gpus else 0.0
+            pos[nid] = (mid, -float(bottom) - 1.3)
+    return pos
+
+
+def _node_hover(n: Mapping, doc: Mapping, nic_facts: Mapping, gpu_facts: Mapping, up: Mapping) -> str:
+    lines = [f"<b>{esc(n.get('label') or n['id'])}</b> ({KIND_STYLE.get(n['kind'], KIND_STYLE['other'])[3]})"]
+    if n.get("bdf"):
+        lines.append(f"PCI address {esc(n['bdf'])}")
+    if n.get("numa") is not None:
+        lines.append(f"NUMA node {esc(n['numa'])}")
+    if n["kind"] == "gpu":
+        g = gpu_facts.get(n["id"], {})
+        if g.get("model"):
+            lines.append(esc(g["model"]))
+        if g.get("nic"):
+            lines.append(f"NCCL sends via {esc(g['nic'])}")
+        if g.get("cpu_affinity"):
+            lines.append(f"CPU affinity {esc(g['cpu_affinity'])}")
+    if n["kind"] == "nic":
+        f = nic_facts.get(n["id"], {})
+        rate = f"{f['rate_gbps']:g} Gb/s line rate" if isinstance(f.get("rate_gbps"), (int, float)) else "rate unknown"
+        lines.append(f"port {esc(f.get('port') or '?')}: {esc(f.get('state') or 'state unknown')}, {rate}")
+        if f.get("link_layer"):
+            lines.append(esc(f["link_layer"]))
+        if f.get("compute") is False:
+            lines.append("not used for GPU traffic (storage / management)")
+    link = up.get(n["id"])
+    if link and link.get("kind") == "pcie":
+        lines.append(f"uplink PCIe {esc(describe_link(link))}, {_fmt(_gbs(link))} GB/s per direction")
+    if n.get("inferred"):
+        lines.append("<i>inferred from nvidia-smi topo -m (not seen directly)</i>")
+    return "<br>".join(lines)
+
+
+def _short(n: Mapping, nic_facts: Mapping) -> str:
+    if n["kind"] == "nic":
+        f = nic_facts.get(n["id"], {})
+        rate = f"{f['rate_gbps']:g}G" if isinstance(f.get("rate_gbps"), (int, float)) else ""
+        return f"{esc(n['id'])}<br>{rate}" if rate else esc(n["id"])
+    if n["kind"] == "gpu":
+        return esc(n["id"])
+    if n["kind"] == "cpu":
+        return esc(n.get("label") or n["id"])
+    return ""
+
+
+def _curve(x0: float, x1: float, y: float, depth: float, steps: int = 12) -> tuple[list, list]:
+    xs, ys = [], []
+    for i in range(steps + 1):
+        t = i / steps
+        xs.append(x0 + (x1 - x0) * t)
+        ys.append(y - depth * 4 * t * (1 - t))
+    return xs, ys
+
+
+def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
+    """(GPU -> (links, GB/s) into the NVSwitch, [(a, b, links, GB/s) direct NVLink pairs])."""
+    to_switch: dict[str, tuple] = {}
+    direct = []
+    for p in doc.get("gpu_pairs", []):
+        m = re.match(r"NV(\d+)$", p.get("path_class") or "")
+        links = int(m.group(1)) if m else None
+        if p.get("mechanism") == "nvswitch":
+            hops = p.get("hops") or []
+            for g, h in ((p["a"], hops[0] if hops else None), (p["b"], hops[-1] if hops else None)):
+                to_switch.setdefault(g, (links, _gbs(h)))
+        elif p.get("mechanism") == "nvlink":
+            direct.append((p["a"], p["b"], links, p.get("bottleneck_gbs")))
+    return to_switch, direct
+
+
+def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
+                height: int = 520) -> go.Figure:
+    """The host drawn as the hardware is laid out.
+
+    Traces: PCIe links by bandwidth band (dashed when inferred), degraded links, NVLink bundles,
+    P2P gaps, then one marker trace per device kind (hollow when inferred) with the GPU and NIC
+    traces carrying ``customdata = [["gpu", "GPU0"], ...]`` for click handling.
+    """
+    nodes = {n["id"]: n for n in (doc.get("graph") or {}).get("nodes", [])}
+    pos = node_positions(doc)
+    nic_facts = {n["name"]: n for n in doc.get("nics", [])}
+    gpu_facts = {g["name"]: g for g in doc.get("gpus", [])}
+    up = upstream_links(doc)
+    data: list[dict] = []
+    shapes: list[dict] = []
+    annotations: list[dict] = []
+
+    # PCIe / CPU tree links
+    groups: dict[tuple, dict] = {}
+    labels_x, labels_y, labels_text, labels_hover = [], [], [], []
+    degraded = {"x": [], "y": []}
+    for nid, n in nodes.items():
+        parent = n.get("parent")
+        if parent not in pos or nid not in pos:
+            continue
+        link = up.get(nid)
+        (x0, y0), (x1, y1) = pos[parent], pos[nid]
+        gbs = _gbs(link)
+        band = band_of(gbs)
+        inferred = bool((link or {}).get("inferred") or n.get("inferred"))
+        g = groups.setdefault((band[2], inferred), {"x": [], "y": [], "band": band, "inferred": inferred})
+        g["x"] += [x0, x1, None]
+        g["y"] += [y0, y1, None]
+        if link and link.get("degraded"):
+            degraded["x"] += [x0, x1, None]
+            degraded["y"] += [y0, y1, None]
+        if link and link.get("kind") == "pcie":
+            labels_x.append(x0 + (x1 - x0) * 0.55)
+            labels_y.append(y0 + (y1 - y0) * 0.55)
+            labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}")
+            note = f"<br>{esc(link['note'])}" if link.get("note") else ""
+            labels_hover.append(f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
+                                f"and {esc(n.get('label') or nid)}<br>{_fmt(gbs)} GB/s per direction expected "
+                                f"({_fmt(link.get('spec_gbs'))} spec){note}")
+    order = {b[2]: i for i, b in enumerate(BANDS)}
+    for (label, inferred), g in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+        data.append(dict(type="scatter", mode="lines", x=g["x"], y=g["y"], hoverinfo="skip",
+                         line=dict(color=g["band"][1], width=2.5, dash="dash" if inferred else "solid"),
+                         name=f"PCIe link {label}" + (" (inferred)" if inferred else ""),
+                         legendgroup="links"))
+    if degraded["x"]:
+        data.append(dict(type="scatter", mode="lines", x=degraded["x"], y=degraded["y"], hoverinfo="skip",
+                         line=dict(color="#e03131", width=7), opacity=0.35,
+                         name="degraded link (below its capability)"))
+    if labels_x:
+        data.append(dict(type="scatter", mode="text", x=labels_x, y=labels_y, text=labels_text,
+                         textfont=dict(size=9, color="#495057"), hovertext=labels_hover, hoverinfo="text",
+                         showlegend=False, name="PCIe link labels"))
+
+    # inter-socket link: a bar across the socket row
+    cpus = sorted((i for i in nodes if nodes[i]["kind"] == "cpu" and i in pos), key=lambda i: pos[i][0])
+    inter = [e for e in doc_edges(doc) if e.get("kind") == "inter_socket"] or \
+        [e for e in (doc.get("graph") or {}).get("edges", []) if e.get("kind") == "inter_socket"]
+    if len(cpus) > 1:
+        gbs = _gbs(inter[0]) if inter else None
+        xs = [pos[c][0] for c in cpus]
+        y = pos[cpus[0]][1]
+        note = esc(inter[0].get("note")) if inter and inter[0].get("note") else ""
+        data.append(dict(type="scatter", mode="lines", x=[min(xs), max(xs)], y=[y, y], hoverinfo="text",
+                         hovertext=f"inter-socket link (UPI / xGMI): {_fmt(gbs)} GB/s per direction {note}",
+                         line=dict(color=band_of(gbs)[1], width=4, dash="dot"),
+                         name="inter-socket link (UPI / xGMI)"))
+
+    # NVLink
+    to_switch, direct = _nvlink_bundles(doc)
+    nvs = next((i for i in nodes if nodes[i]["kind"] == "nvswitch"), None)
+    if to_switch and nvs in pos:
+        xs, ys, tx, ty, tt = [], [], [], [], []
+        sx, sy = pos[nvs]
+        for gname, (links, gbs) in sorted(to_switch.items(), key=lambda kv: _natural(kv[0])):
+            if gname not in pos:
+                continue
+            gx, gy = pos[gname]
+            xs += [gx, gx, None]
+            ys += [gy, sy, None]
+            tx.append(gx)
+            ty.append((gy + sy) / 2)
+            tt.append(f"NV{links}" if links else "NVLink")
+        gx = [pos[g][0] for g in to_switch if g in pos]
+        data.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip",
+                         line=dict(color="#0b7285", width=3), name="NVLink bundle to NVSwitch (NV# = links)"))
+        data.append(dict(type="scatter", mode="text", x=tx, y=ty, text=tt, showlegend=False, hoverinfo="skip",
+                         textfont=dict(size=10, color="#0b7285"), name="NVLink counts"))
+        if gx:
+            data.append(dict(type="scatter", mode="lines", x=[min(gx) - 0.3, max(gx) + 0.3], y=[sy, sy],
+                             line=dict(color="#0b7285", width=10), hoverinfo="skip", showlegend=False,
+                             name="NVSwitch fabric"))
+    if direct:
+        y = min((pos[g][1] for g in gpu_facts if g in pos), default=0.0)
+        for a, b, links, gbs in direct:
+            if a not in pos or b not in pos:
+                continue
+            xa, xb = pos[a][0], pos[b][0]
+            cx, cy = _curve(xa, xb, y - 0.15, 0.25 + 0.12 * abs(xb - xa))
+            data.append(dict(type="scatter", mode="lines", x=cx, y=cy, hoverinfo="text",
+                             hovertext=f"NVLink {esc(a)} - {esc(b)}: {links or '?'} links, {_fmt(gbs)} GB/s per direction",
+                             line=dict(color="#0b7285", width=1.5 + (links or 1)), legendgroup="nvlink",
+                             showlegend=False, name=f"NVLink {a}-{b}"))
+            annotations.append(dict(x=(xa + xb) / 2, y=min(cy), text=f"NV{links}" if links else "NV",
+                                    showarrow=False, font=dict(size=9, color="#0b7285"), yshift=-7))
+        data.append(dict(type="scatter", mode="lines", x=[None], y=[None], line=dict(color="#0b7285", width=3),
+                         legendgroup="nvlink", name="NVLink bundle (NV# = links; thicker = more)"))
+
+    # P2P gaps
+    gaps = doc.get("p2p_gaps") or []
+    if gaps:
+        y = min((pos[g][1] for g in gpu_facts if g in pos), default=0.0)
+        xs, ys, hx, hy, ht = [], [], [], [], []
+        for gap in gaps:
+            if gap["a"] not in pos or gap["b"] not in pos:
+                continue
+            xa, xb = pos[gap["a"]][0], pos[gap["b"]][0]
+            cx, cy = _curve(xa, xb, y - 0.15, 0.15 + 0.08 * abs(xb - xa), steps=8)
+            xs += cx + [None]
+            ys += cy + [None]
+            hx.append((xa + xb) / 2)
+            hy.append(min(cy))
+            ht.append(f"no P2P between {esc(gap['a'])} and {esc(gap['b'])}: {esc(gap['reason'])}")
+        data.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip",
+                         line=dict(color="#e03131", width=1.2, dash="dot"),
+                         name="no P2P: GPU pair copies through host memory", legendgroup="p2p"))
+        data.append(dict(type="scatter", mode="markers", x=hx, y=hy, hovertext=ht, hoverinfo="text",
+                         marker=dict(size=6, color="#e03131", symbol="x-thin", line=dict(width=1, color="#e03131")),
+                         showlegend=False, legendgroup="p2p", name="P2P gap details"))
+
+    # contention outlines
+    for c in sorted(doc.get("contention") or [], key=lambda c: -(c.get("ratio") or 0))[:6]:
+        if (c.get("ratio") or 0) <= 1.0 or c.get("element") not in pos:
+            continue
+        members = [c["element"]] + [d for d in c.get("devices") or [] if d in pos]
+        xs = [pos[m][0] for m in members]
+        ys = [pos[m][1] for m in members]
+        shapes.append(dict(type="rect", x0=min(xs) - 0.45, x1=max(xs) + 0.45, y0=min(ys) - 0.35, y1=max(ys) + 0.3,
+                           line=dict(color="#f08c00", width=1.5, dash="dash"), fillcolor="rgba(240,140,0,0.05)",
+                           layer="below"))
+        annotations.append(dict(x=min(xs) - 0.4, y=max(ys) + 0.3, xanchor="left", yanchor="bottom", showarrow=False,
+                                text=f"{esc(c.get('label'))}: {c['ratio']:.1f}x oversubscribed "
+                                     f"({c['flows']} flows want {_fmt(c.get('demand_gbs'))} of "
+                                     f"{_fmt(c.get('capacity_gbs'))} GB/s)",
+                                font=dict(size=10, color="#d9480f"), bgcolor="rgba(255,255,255,0.8)"))
+
+    # device markers
+    by_kind: dict[tuple, list[str]] = defaultdict(list)
+    for nid, n in nodes.items():
+        if nid in pos:
+            by_kind[(n["kind"] if n["kind"] in KIND_STYLE else "other", bool(n.get("inferred")))].append(nid)
+    kind_order = list(KIND_STYLE)
+    for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
+        symbol, size, colour, label = KIND_STYLE[kind]
+        ids.sort(key=_natural)
+        trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "nic", "cpu") else "markers",
+                     x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids],
+                     text=[_short(nodes[i], nic_facts) for i in ids],
+                     textposition="top center" if kind == "cpu" else "bottom center",
+                     textfont=dict(size=10), hoverinfo="text",
+                     hovertext=[_node_hover(nodes[i], doc, nic_facts, gpu_facts, up) for i in ids],
+                     marker=dict(symbol=symbol + ("-open" if inferred else ""), size=size, color=colour,
+                                 line=dict(width=2 if inferred else 1, color=colour if inferred else "#ffffff")),
+                     name=label + (" (inferred)" if inferred else ""),
+                     customdata=[[kind, i] for i in ids], meta=kind)
+        data.append(trace)
+    down = [i for i in nodes if nodes[i]["kind"] == "nic" and i in pos
+            and nic_facts.get(i, {}).get("active") is False]
+    if down:
+        data.append(dict(type="scatter", mode="markers", x=[pos[i][0] for i in down], y=[pos[i][1] for i in down],
+                         marker=dict(symbol="x", size=13, color="#e03131", line=dict(width=1, color="#ffffff")),
+                         hoverinfo="text", name="NIC port not Active (Down / Polling)",
+                         hovertext=[f"{esc(i)}: {esc(nic_facts[i].get('state'))} "
+                                    f"({esc(nic_facts[i].get('phys_state') or '')})" for i in down]))
+    if highlight:
+        for status, colour in HIGHLIGHT.items():
+            ids = [i for i, s in highlight.items() if s == status and i in pos]
+            if ids:
+                data.append(dict(type="scatter", mode="markers", x=[pos[i][0] for i in ids],
+                                 y=[pos[i][1] for i in ids], hoverinfo="skip",
+                                 marker=dict(symbol="circle-open", size=40, color=colour, line=dict(width=4)),
+                                 name=f"{status} since the other snapshot", meta=f"highlight-{status}"))
+
+    xs = [p[0] for p in pos.values()] or [0]
+    ys = [p[1] for p in pos.values()] or [0]
+    axis = dict(visible=False, showgrid=False, zeroline=False, fixedrange=False)
+    mode = (doc.get("graph") or {}).get("mode")
+    subtitle = " (layout inferred from nvidia-smi topo -m: dashed / hollow = inferred)" if mode == "inferred" else ""
+    layout = _base_layout(title or f"{esc(doc.get('hostname'))}: PCIe, NVLink and NICs{subtitle}", height,
+                          xaxis=dict(axis, range=[min(xs) - 0.8, max(xs) + 0.8]),
+                          yaxis=dict(axis, range=[min(ys) - 0.9, max(ys) + 0.7]),
+                          shapes=shapes, annotations=annotations, hovermode="closest", dragmode="pan",
+                          legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=10.5)),
+                          margin=dict(l=10, r=10, t=42, b=10))
+    if not nodes:
+        layout["annotations"] = [dict(text="No devices in this snapshot", showarrow=False, x=0, y=0)]
+    return go.Figure(data=data, layout=layout)
+
+
+# -- matrices ---------------------------------------------------------------------------------
+
+
+def gpu_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
+    """GPU x GPU: path class in each cell, coloured by expected GB/s per direction; * = no P2P."""
+    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
+    idx = {g: i for i, g in enumerate(gpus)}
+    n = len(gpus)
+    z = [[None] * n for _ in range(n)]
+    text = [["X" if i == j else "" for j in range(n)] for i in range(n)]
+    hover = [[f"{esc(gpus[i])} itself" if i == j else "" for j in range(n)] for i in range(n)]
+    for p in doc.get("gpu_pairs", []):
+        if p["a"] not in idx or p["b"] not in idx:
+            continue
+        i, j = idx[p["a"]], idx[p["b"]]
+        label = (p.get("path_class") or "?") + ("" if p.get("p2p") else "*")
+        h = (f"{esc(p['a'])} - {esc(p['b'])}: <b>{esc(p.get('path_class'))}</b>, {_fmt(p.get('bottleneck_gbs'))} GB/s "
+             f"per direction<br>{'P2P' if p.get('p2p') else 'no P2P'}: {esc(p.get('reason'))}")
+        for a, b in ((i, j), (j, i)):
+            z[a][b] = p.get("bottleneck_gbs")
+            text[a][b] = label
+            hover[a][b] = h
+    data = [dict(type="heatmap", z=z, x=gpus, y=gpus, text=text, texttemplate="%{text}",
+                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis",
+                 colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
+                 xgap=1, ygap=1, name="GPU x GPU")]
+    layout = _base_layout("GPU x GPU: path class and bottleneck (* = no P2P)", height,
+                          xaxis=dict(side="top", tickfont=dict(size=10), title=None),
+                          yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
+                          margin=dict(l=50, r=10, t=64, b=10))
+    return go.Figure(data=data, layout=layout)
+
+
+def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
+    """GPU x NIC: path class per cell coloured by GB/s; [ ] = the NIC NCCL picks; + = GPUDirect RDMA on."""
+    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
+    nics = sorted({c["nic"] for c in doc.get("gpu_nic_matrix", [])}, key=_natural)
+    chosen = {e["gpu"]: e["nic"] for e in doc.get("gpu_nic", [])}
+    gi, ni = {g: i for i, g in enumerate(gpus)}, {n: i for i, n in enumerate(nics)}
+    z = [[None] * len(nics) for _ in gpus]
+    text = [[""] * len(nics) for _ in gpus]
+    hover = [[""] * len(nics) for _ in gpus]
+    for c in doc.get("gpu_nic_matrix", []):
+        if c["gpu"] not in gi or c["nic"] not in ni:
+            continue
+        i, j = gi[c["gpu"]], ni[c["nic"]]
+        label = (c.get("path_class") or "?") + ("+" if c.get("gdr") else "")
+        pick = chosen.get(c["gpu"]) == c["nic"]
+        z[i][j] = c.get("bandwidth_gbs")
+        text[i][j] = f"[{label}]" if pick else label
+        hover[i][j] = (f"{esc(c['gpu'])} - {esc(c['nic'])}: <b>{esc(c.get('path_class'))}</b>, "
+                       f"{_fmt(c.get('bandwidth_gbs'))} GB/s per direction<br>GPUDirect RDMA "
+                       f"{'on' if c.get('gdr') else 'off'}" + ("<br>NCCL picks this NIC for this GPU" if pick else ""))
+    data = [dict(type="heatmap", z=z, x=[esc(n) for n in nics], y=gpus, text=text, texttemplate="%{text}",
+                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis",
+                 colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
+                 xgap=1, ygap=1, name="GPU x NIC")]
+    layout = _base_layout("GPU x NIC: [ ] = NIC NCCL picks, + = GPUDirect RDMA", height,
+                          xaxis=dict(side="top", tickfont=dict(size=9), tickangle=-45),
+                          yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
+                          margin=dict(l=50, r=10, t=80, b=10))
+    if not nics:
+        layout["annotations"] = [dict(text="No NICs in this snapshot: paste ibstat or the topo -m NIC columns",
+                                      showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)]
+    return go.Figure(data=data, layout=layout)
+
+
+# -- path -------------------------------------------------------------------------------------
+
+
+def _hop_kind_of(name: str, host: str | None, kinds: Mapping[tuple, str]) -> str:
+    if host is None:
+        return "fabric"
+    return kinds.get((host, name), "switch" if "switch" in name.lower() else "other")
+
+
+def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) -> go.Figure:
+    """The hops of ``path_between`` as a horizontal chain: width and colour by GB/s per direction,
+    each hop labelled with its link and bandwidth, the bottleneck marked, hosts outlined."""
+    hops = list(path.get("hops") or [])
+    kinds: dict[tuple, str] = {}
+    for d in docs:
+        for n in (d.get("graph") or {}).get("nodes", []):
+            kinds[(d.get("hostname"), n["id"])] = n["kind"]
+            kinds[(d.get("hostname"), n.get("label"))] = n["kind"]
+    data: list[dict] = []
+    annotations: list[dict] = []
+    shapes: list[dict] = []
+    bottleneck = path.get("bottleneck")
+    points = []  # (name, host, id)
+    for h in hops:
+        if not points:
+            points.append((h["from"], h.get("host"), h.get("from_id")))
+        points.append((h["to"], h.get("host"), h.get("to_id")))
+    for i, h in enumerate(hops):
+        gbs = _gbs(h)
+        band = band_of(gbs)
+        width = 2 + (min(gbs, 400) / 400 * 14 if gbs else 0)
+        is_bn = i == bottleneck
+        kind = h.get("kind") or "?"
+        label = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch", "cpu_link": "CPU link",
+                 "inter_socket": "inter-socket", "host_memory_copy": "host memory copy",
+                 "fabric": "network"}.get(kind, kind)
+        note = f"<br>{esc(h['note'])}" if h.get("note") else ""
+        flows = h.get("flows") or 1
+        data.append(dict(type="scatter", mode="lines", x=[i, i + 1], y=[0, 0], hoverinfo="text",
+                         hovertext=f"hop {i + 1}: {esc(h['from'])} -> {esc(h['to'])}<br>{label}: {_fmt(gbs)} GB/s "
+                                   f"per direction expected ({_fmt(h.get('spec_gbs'))} spec), {flows} flow(s){note}",
+                         line=dict(color=band[1], width=width), showlegend=False, name=f"hop {i + 1}",
+                         meta="bottleneck" if is_bn else "hop"))
+        annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=10),
+                                text=f"{label}<br><b>{_fmt(gbs)} GB/s</b>"))
+        if is_bn:
+            annotations.append(dict(x=i + 0.5, y=0, yshift=-30, showarrow=False,
+                                    text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=11)))
+            shapes.append(dict(type="rect", x0=i + 0.05, x1=i + 0.95, y0=-0.5, y1=0.5,
+                               line=dict(color="#c92a2a", width=2, dash="dot")))
+    style = {k: v for k, v in KIND_STYLE.items()}
+    style["fabric"] = ("triangle-up", 18, "#495057", "network switch (assumed)")
+    xs_by: dict[str, list] = defaultdict(list)
+    for i, (name, host, nid) in enumerate(points):
+        kind = _hop_kind_of(nid or name, host, kinds)
+        if kind not in style:
+            kind = "other"
+        xs_by[kind].append((i, name, host))
+    for kind, items in xs_by.items():
+        symbol, size, colour, label = style[kind]
+        data.append(dict(type="scatter", mode="markers+text", x=[i for i, _, _ in items], y=[0] * len(items),
+                         text=[esc(n) for _, n, _ in items], textposition="bottom center", textfont=dict(size=10),
+                         hovertext=[f"{esc(h) + ': ' if h else ''}{esc(n)}" for _, n, h in items], hoverinfo="text",
+                         marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=1, color="#fff")),
+                         name=label))
+    # host bands
+    spans: list[list] = []
+    for i, (_, host, _) in enumerate(points):
+        if spans and spans[-1][0] == host:
+            spans[-1][2] = i
+        else:
+            spans.append([host, i, i])
+    for host, a, b in spans:
+        if host is None:
+            continue
+        shapes.append(dict(type="rect", x0=a - 0.4, x1=b + 0.4, y0=-0.95, y1=0.95, layer="below",
+                           line=dict(color="#d9dde5", width=1), fillcolor="rgba(36,87,197,0.04)"))
+        annotations.append(dict(x=a - 0.35, y=0.95, xanchor="left", yanchor="top", showarrow=False,
+                                text=f"<b>{esc(host)}</b>", font=dict(size=11, color="#2457c5")))
+    n = max(len(points) - 1, 1)
+    layout = _base_layout("Path hop by hop (line width and colour: GB/s per direction)", height,
+                          xaxis=dict(visible=False, range=[-0.6, n + 0.6]),
+                          yaxis=dict(visible=False, range=[-1.05, 1.05]), shapes=shapes, annotations=annotations,
+                          legend=dict(orientation="h", y=-0.02, yanchor="top", x=0), hovermode="closest")
+    if not hops:
+        layout["annotations"] = [dict(text=esc(path.get("explanation") or "no path"), showarrow=False,
+                                      xref="paper", yref="paper", x=0.5, y=0.5)]
+    return go.Figure(data=data, layout=layout)
+
+
+# -- capacity ---------------------------------------------------------------------------------
+
+CAPACITY_COLOURS = ("#2457c5", "#d9480f", "#2b8a3e", "#7048e8")
+
+
+def capacity_figure(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -> go.Figure:
+    """Expected all-reduce bus bandwidth against node count (1..64, log2 axis), one line per layout."""
+    data = []
+    annotations = []
+    for k, (name, doc) in enumerate(layouts):
+        est = doc.get("estimate") or {}
+        pts = sorted(est.get("points") or [], key=lambda p: p["nodes"])
+        colour = CAPACITY_COLOURS[k % len(CAPACITY_COLOURS)]
+        data.append(dict(type="scatter", mode="lines+markers", x=[p["nodes"] for p in pts],
+                         y=[p["busbw_gbs"] for p in pts], name=esc(name), line=dict(color=colour, width=3),
+                         marker=dict(size=7), customdata=[[esc(p.get("limit"))] for p in pts],
+                         hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> busbw<br>limited by %{customdata[0]}"
+                                       f"<extra>{esc(name)}</extra>"))
+        if pts:
+            annotations.append(dict(x=math.log10(pts[-1]["nodes"]), y=pts[-1]["busbw_gbs"], xanchor="right",
+                                    yanchor="bottom", showarrow=False, font=dict(size=10, color=colour),
+                                    text=f"limit: {esc(est.get('limiting_link') or pts[-1].get('limit'))}"))
+    ticks = [1, 2, 4, 8, 16, 32, 64]
+    layout = _base_layout("Expected all-reduce bus bandwidth (busbw) vs node count", height,
+                          xaxis=dict(type="log", tickvals=ticks, ticktext=[str(t) for t in ticks],
+                                     title=dict(text="nodes (log2 scale)"), gridcolor="#eef1f6"),
+                          yaxis=dict(title=dict(text="busbw, GB/s per GPU (large messages)"), rangemode="tozero",
+                                     gridcolor="#eef1f6"),
+                          annotations=annotations, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
+                          margin=dict(l=60, r=20, t=70, b=50), hovermode="closest")
+    return go.Figure(data=data, layout=layout)

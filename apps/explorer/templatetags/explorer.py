@@ -1,0 +1,38 @@
+"""Template helpers: embed a figure's JSON safely, format GB/s."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+# The escapes json_script applies: inside a <script> element these characters only occur in JSON strings.
+_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+
+
+@register.simple_tag
+def figure_script(element_id: str, figure_json: str, target: str = "") -> str:
+    """``<script type="application/json" data-figure=...>`` holding an already-serialised figure."""
+    return format_html('<script id="{}" type="application/json" data-figure="{}">{}</script>', element_id,
+                       target, mark_safe(str(figure_json).translate(_ESCAPES)))
+
+
+@register.filter
+def gbs(value) -> str:
+    """``27.72`` -> ``"27.7 GB/s"``; ``None`` -> ``"?"``."""
+    if value is None or value == "":
+        return "?"
+    try:
+        return f"{float(value):.1f} GB/s"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def get(mapping, key):
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None

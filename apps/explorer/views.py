@@ -1,0 +1,403 @@
+"""The explorer pages: clusters, cluster overview, host, path, compare, paste, capacity, share links.
+
+Views read through ``apps.ingest.selectors`` / ``apps.explorer.selectors`` and write through
+``apps.ingest.services`` / ``apps.explorer.services``; figures come from ``figures.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.domain.compare import compare_docs
+from apps.domain.errors import ParseError
+from apps.domain.parsers import KINDS
+from apps.explorer import figures, fleet
+from apps.explorer import selectors as ex
+from apps.explorer import services as share
+from apps.explorer.paste import split_paste
+from apps.ingest import selectors as ingest
+from apps.ingest import services as ingest_services
+from apps.ingest.models import Cluster, Host, Snapshot, Upload
+
+SEVERITIES = ("CRIT", "HIGH", "MED", "LOW", "INFO")
+
+
+def _host_or_404(cluster: str, hostname: str) -> Host:
+    try:
+        return ingest.get_host(cluster, hostname)
+    except Host.DoesNotExist:
+        raise Http404(f"no host {hostname!r} in cluster {cluster!r}") from None
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+# -- clusters ---------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def clusters(request: HttpRequest) -> HttpResponse:
+    rows = ingest.clusters_overview()
+    base = request.build_absolute_uri("/").rstrip("/")
+    return render(request, "explorer/clusters.html", {"rows": rows, "base_url": base})
+
+
+@login_required
+@require_GET
+def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
+    try:
+        c = ingest.get_cluster(cluster)
+    except Cluster.DoesNotExist:
+        raise Http404(f"no cluster {cluster!r}") from None
+    snaps = ingest.latest_snapshots(c)
+    view = fleet.group_hosts(snaps, ingest.get_snapshot_doc)
+    group_of = {}
+    for i, g in enumerate(view.groups):
+        for s in g.snapshots:
+            group_of[s.pk] = (i + 1, g)
+    rows = [{"s": s, "group": group_of[s.pk][0], "is_norm": group_of[s.pk][1].is_norm,
+             "odd": view.odd.get(s.pk), "norm_id": view.norm_of.get(s.pk),
+             "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count} for s in snaps]
+    hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
+    return render(request, "explorer/cluster.html", {
+        "cluster": c, "rows": rows, "groups": view.groups, "odd_count": len(view.odd),
+        "totals": fleet.severity_totals(snaps), "severities": SEVERITIES, "hosts_without": hosts_without,
+        "base_url": request.build_absolute_uri("/").rstrip("/"),
+    })
+
+
+# -- host -------------------------------------------------------------------------------------
+
+
+def _nccl_export(doc: dict) -> str:
+    return "\n".join(f"export {s['name']}={s['value']}" for s in doc.get("nccl_settings") or [])
+
+
+@login_required
+@require_GET
+def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
+    h = _host_or_404(cluster, hostname)
+    snap = ex.host_snapshot(h, _int(request.GET.get("snapshot")))
+    history = list(ingest.host_snapshots(h)[:100])
+    if snap is None:
+        uploads = Upload.objects.filter(host=h).order_by("-received_at")[:5]
+        return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads})
+    doc = ingest.get_snapshot_doc(snap.pk)
+    previous = ex.previous_snapshot(snap)
+    return render(request, "explorer/host.html", {
+        "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous,
+        "fig_host": figures.host_figure(doc).to_json(),
+        "fig_gpu": figures.gpu_matrix_figure(doc).to_json(),
+        "fig_nic": figures.nic_matrix_figure(doc).to_json(),
+        "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
+        "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: figures._natural(e["gpu"])),
+    })
+
+
+# -- path -------------------------------------------------------------------------------------
+
+
+def _pickers() -> tuple[list[dict], dict]:
+    snaps = ex.latest_snapshots_everywhere()
+    names = ex.gpu_names([s.pk for s in snaps])
+    options = [{"id": s.pk, "label": f"{s.host.cluster.name}/{s.host.hostname}", "gpus": names.get(s.pk, [])}
+               for s in snaps]
+    return options, {o["id"]: o for o in options}
+
+
+def _endpoint(snapshot: Snapshot, gpu: str) -> dict:
+    return {"ref": f"{snapshot.pk}/{gpu}", "snapshot": snapshot, "gpu": gpu, "host": snapshot.host,
+            "label": f"{snapshot.host.hostname}/{gpu}"}
+
+
+def _gdr_words(doc: dict, gpu: str) -> dict | None:
+    e = next((x for x in doc.get("gpu_nic") or [] if x["gpu"] == gpu), None)
+    if e is None:
+        return None
+    return {"nic": e["nic"], "gdr": e["gdr"], "reason": e.get("reason"), "path_class": e.get("path_class"),
+            "pxn_via": e.get("pxn_via")}
+
+
+def _path_context(src_ref: str, dst_ref: str) -> dict:
+    """Resolve both ends and compute the path; raises ``ingest.RefError``."""
+    snap_a, gpu_a = ingest.resolve_gpu_ref(src_ref)
+    snap_b, gpu_b = ingest.resolve_gpu_ref(dst_ref)
+    doc_a = snap_a.document
+    doc_b = doc_a if snap_b.pk == snap_a.pk else snap_b.document
+    result = ingest.path_between_refs(f"{snap_a.pk}/{gpu_a}", f"{snap_b.pk}/{gpu_b}")
+    hops = result.get("hops") or []
+    return {"src": _endpoint(snap_a, gpu_a), "dst": _endpoint(snap_b, gpu_b), "result": result, "hops": hops,
+            "fig_path": figures.path_figure(result, [doc_a, doc_b]).to_json(),
+            "gdr_src": _gdr_words(doc_a, gpu_a), "gdr_dst": _gdr_words(doc_b, gpu_b),
+            "doc_a": doc_a, "doc_b": doc_b}
+
+
+@login_required
+@require_GET
+def path(request: HttpRequest) -> HttpResponse:
+    src, dst = request.GET.get("src", "").strip(), request.GET.get("dst", "").strip()
+    options, by_id = _pickers()
+    ctx: dict = {"options": options, "src_ref": src, "dst_ref": dst, "error": None,
+                 "share_days": settings.SHARE_LINK_MAX_AGE_DAYS}
+    left = right = None
+    try:
+        if src and dst:
+            ctx.update(_path_context(src, dst))
+            left, right = ctx["src"]["snapshot"], ctx["dst"]["snapshot"]
+        elif src:
+            left, gpu = ingest.resolve_gpu_ref(src)
+            ctx["src"] = _endpoint(left, gpu)
+    except ingest.RefError as exc:
+        ctx["error"] = exc.message
+    want_right = _int(request.GET.get("dst_host"))
+    if want_right and want_right in by_id:
+        right = ex.snapshot_with_host(want_right)
+    if left is not None and right is None:
+        other = next((o for o in options if o["id"] != left.pk and o["gpus"]), None)
+        right = ex.snapshot_with_host(other["id"]) if other else left
+    if left is not None:
+        ctx["fig_left"] = figures.host_figure(ingest.get_snapshot_doc(left.pk), height=440).to_json()
+        ctx["left"] = left
+    if right is not None:
+        ctx["fig_right"] = figures.host_figure(ingest.get_snapshot_doc(right.pk), height=440).to_json()
+        ctx["right"] = right
+    ctx["pickers"] = {"options": options}
+    return render(request, "explorer/path.html", ctx)
+
+
+@login_required
+@require_POST
+def share_create(request: HttpRequest) -> HttpResponse:
+    try:
+        snap_a, gpu_a = ingest.resolve_gpu_ref(request.POST.get("src", ""))
+        snap_b, gpu_b = ingest.resolve_gpu_ref(request.POST.get("dst", ""))
+    except ingest.RefError as exc:
+        messages.error(request, f"Cannot share this path: {exc.message}")
+        return redirect("explorer:path")
+    link, token = share.create_share_link(src=f"{snap_a.pk}/{gpu_a}", dst=f"{snap_b.pk}/{gpu_b}", user=request.user)
+    url = request.build_absolute_uri(reverse("explorer:share-view", args=[token]))
+    messages.success(request, f"Read-only link (works without an account for {settings.SHARE_LINK_MAX_AGE_DAYS} "
+                              f"days, revocable under Shared links): {url}")
+    return redirect(f"{reverse('explorer:path')}?src={link.src}&dst={link.dst}&shared={link.pk}")
+
+
+@require_GET
+def share_view(request: HttpRequest, token: str) -> HttpResponse:
+    link, why = share.resolve_share_token(token)
+    if link is None:
+        return render(request, "explorer/share_invalid.html", {"reason": why}, status=410)
+    try:
+        ctx = _path_context(link.src, link.dst)
+    except ingest.RefError as exc:
+        return render(request, "explorer/share_invalid.html",
+                      {"reason": f"The shared path no longer exists: {exc.message}"}, status=410)
+    ctx.update({"readonly": True, "link": link, "expires": link.created_at + share.max_age()})
+    return render(request, "explorer/share_path.html", ctx)
+
+
+@login_required
+def share_list(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        link = share.revoke_share_link(link_id=_int(request.POST.get("link")) or 0, user=request.user)
+        if link is None:
+            messages.error(request, "No such link of yours.")
+        else:
+            messages.success(request, f"Link {link.pk} revoked: it no longer opens.")
+        return redirect("explorer:share-list")
+    links = ex.share_links_of(request.user)
+    now = timezone.now()
+    rows = [{"link": ln, "expired": ln.created_at + share.max_age() < now,
+             "expires": ln.created_at + share.max_age()} for ln in links]
+    return render(request, "explorer/share_list.html", {"rows": rows})
+
+
+# -- compare ----------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
+    h = _host_or_404(cluster, hostname)
+    history = list(ingest.host_snapshots(h)[:200])
+    b = ex.host_snapshot(h, _int(request.GET.get("b")))
+    a = ex.host_snapshot(h, _int(request.GET.get("a"))) if request.GET.get("a") else (b and ex.previous_snapshot(b))
+    ctx = {"host": h, "history": history, "a": a, "b": b}
+    if a is None or b is None:
+        return render(request, "explorer/compare.html", ctx)
+    doc_a, doc_b = ingest.get_snapshot_doc(a.pk), ingest.get_snapshot_doc(b.pk)
+    diff = compare_docs(doc_a, doc_b)
+    ctx.update({
+        "diff": diff, "doc_a": doc_a, "doc_b": doc_b,
+        "fig_a": figures.host_figure(doc_a, highlight=diff["highlight_a"], height=460,
+                                     title=f"Before: snapshot {a.pk}").to_json(),
+        "fig_b": figures.host_figure(doc_b, highlight=diff["highlight_b"], height=460,
+                                     title=f"After: snapshot {b.pk}").to_json(),
+    })
+    return render(request, "explorer/compare.html", ctx)
+
+
+def _parse_moment(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+@login_required
+@require_GET
+def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The cluster at two moments: each host's snapshot in force then, compared."""
+    try:
+        c = ingest.get_cluster(cluster)
+    except Cluster.DoesNotExist:
+        raise Http404(f"no cluster {cluster!r}") from None
+    t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
+    rows = []
+    if t_a is not None:
+        for h in Host.objects.filter(cluster=c).order_by("hostname"):
+            sa, sb = ex.snapshot_at(h, t_a), ex.snapshot_at(h, t_b)
+            if sa is None and sb is None:
+                continue
+            if sa is None or sb is None or sa.pk == sb.pk:
+                rows.append({"host": h, "a": sa, "b": sb, "diff": None})
+                continue
+            rows.append({"host": h, "a": sa, "b": sb,
+                         "diff": compare_docs(ingest.get_snapshot_doc(sa.pk), ingest.get_snapshot_doc(sb.pk))})
+    return render(request, "explorer/cluster_compare.html", {"cluster": c, "rows": rows, "t_a": t_a, "t_b": t_b,
+                                                              "a_raw": request.GET.get("a", ""),
+                                                              "b_raw": request.GET.get("b", "")})
+
+
+# -- paste ------------------------------------------------------------------------------------
+
+
+def _paste_clusters() -> list[Cluster]:
+    return list(Cluster.objects.order_by("name"))
+
+
+def _section_error(exc: ParseError, section) -> dict:
+    box_line = section.first_line + max(exc.line_no, 1) - 1
+    return {"section": section.kind, "line_no": exc.line_no, "box_line": box_line, "line": exc.line,
+            "reason": exc.reason}
+
+
+@login_required
+def paste(request: HttpRequest) -> HttpResponse:
+    clusters_ = _paste_clusters()
+    ctx: dict = {"clusters": clusters_, "kinds": KINDS, "errors": [], "form": {}}
+    if request.method != "POST":
+        ctx["form"] = {"cluster": clusters_[0].name if clusters_ else "", "new_cluster": "" if clusters_ else "pasted"}
+        return render(request, "explorer/paste.html", ctx)
+    form = {k: request.POST.get(k, "") for k in ("cluster", "new_cluster", "hostname")}
+    texts = [t for t in request.POST.getlist("text") if t.strip()]
+    ctx["form"], ctx["texts"] = form, texts or [""]
+    upload_file = request.FILES.get("report")
+    name = (form["new_cluster"] or form["cluster"]).strip()
+    c = Cluster.objects.filter(name=name).first()
+    if c is None:
+        try:
+            c = ingest_services.create_cluster(name=name)
+        except ValueError as exc:
+            ctx["errors"].append({"reason": f"Cluster: {exc}"})
+            return render(request, "explorer/paste.html", ctx, status=400)
+    if upload_file is not None:
+        report = upload_file.read()
+        source_name = upload_file.name
+    else:
+        sections, errors = {}, []
+        parts = []
+        for box, text in enumerate(texts, start=1):
+            parts += [(box, s) for s in split_paste(text)]
+        if not parts:
+            errors.append({"reason": "Paste at least one command output (e.g. nvidia-smi topo -m), "
+                                     "or choose an agent report file."})
+        for box, s in parts:
+            if s.error or s.kind is None:
+                errors.append({"box": box, "box_line": s.first_line, "reason": s.error or "unknown kind"})
+                continue
+            try:
+                KINDS[s.kind].parse(s.text)
+            except ParseError as exc:
+                errors.append({"box": box, **_section_error(exc, s)})
+                continue
+            sections[s.kind] = s.text
+        if not form["hostname"].strip():
+            errors.append({"reason": "Host name: give the name of the machine these outputs came from."})
+        if errors:
+            ctx["errors"] = errors
+            return render(request, "explorer/paste.html", ctx, status=400)
+        report = {"schema": ingest_services.REPORT_SCHEMA, "hostname": form["hostname"].strip(),
+                  "sections": sections, "meta": {"source": "web paste"}}
+        source_name = "paste"
+    try:
+        upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
+                                                         user=request.user, source_name=source_name)
+    except ingest_services.ReportRejected as exc:
+        ctx["errors"] = [{"reason": exc.message}]
+        return render(request, "explorer/paste.html", ctx, status=400)
+    # A pasted report is read while the person waits: process it here (idempotent if a worker got it).
+    status = ingest_services.process_upload(upload.pk)
+    upload.refresh_from_db()
+    if status == Upload.Status.FAILED or upload.status == Upload.Status.FAILED:
+        err = upload.error or {}
+        ctx["errors"] = [{"section": err.get("section"), "line_no": err.get("line_no"), "line": err.get("line"),
+                          "reason": err.get("reason")}]
+        return render(request, "explorer/paste.html", ctx, status=400)
+    snap = Snapshot.objects.filter(upload=upload).only("pk").first()
+    url = reverse("explorer:host", args=[c.name, upload.host.hostname])
+    return redirect(f"{url}?snapshot={snap.pk}" if snap else url)
+
+
+@login_required
+@require_POST
+def paste_detect(request: HttpRequest) -> JsonResponse:
+    text = request.POST.get("text", "")
+    if len(text) > settings.MAX_REPORT_BYTES:
+        return JsonResponse({"error": "text too large"}, status=413)
+    return JsonResponse({"sections": [s.as_dict() for s in split_paste(text)]})
+
+
+# -- capacity ---------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def capacity(request: HttpRequest) -> HttpResponse:
+    options, by_id = _pickers()
+    chosen = []
+    for key in ("a", "b"):
+        ref = request.GET.get(key, "").strip()
+        if not ref:
+            continue
+        snap = None
+        if ref.isdigit():
+            snap = ex.snapshot_with_host(int(ref))
+        elif "/" in ref:
+            cl, _, hn = ref.partition("/")
+            h = Host.objects.filter(cluster__name=cl, hostname=hn).first()
+            snap = ex.host_snapshot(h, None) if h else None
+        if snap is None:
+            messages.error(request, f"Layout {key.upper()}: no snapshot {ref!r}")
+            continue
+        doc = ingest.get_snapshot_doc(snap.pk)
+        chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc,
+                       "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x "
+                               f"{doc['summary'].get('gpu_model') or 'GPU'})"})
+    fig = figures.capacity_figure([(c["name"], c["doc"]) for c in chosen]).to_json() if chosen else None
+    return render(request, "explorer/capacity.html", {"options": options, "chosen": chosen, "fig": fig,
+                                                      "a": request.GET.get("a", ""), "b": request.GET.get("b", "")})
+
