@@ -15,12 +15,19 @@ is always present (empty list / null when unknown):
   "sources": [section kinds that contributed],
   "inferred": bool,                     # True when the hierarchy was reconstructed from topo -m alone
   "summary": {"gpu_count": int, "gpu_model": str|null, "nic_count": int, "active_nic_count": int,
+              "gpu_model_assumed": str|null,  # the GPU class assumed when the model is unknown
+                                              # ("A100-class (NVLink3, 12 links per GPU)")
+              "nic_state_count": int,         # NIC ports whose state was reported (0: topo -m only,
+                                              # so active_nic_count 0 means "unknown", not "none")
               "nic_rates_gbps": [int, ...],   # line rate Gb/s of each compute NIC port, as ibstat says
               "nvlink": bool, "nvswitch": bool, "sockets": int, "fingerprint": str},
               # fingerprint: stable hash of the layout (GPU count/model, NIC count/rates/states,
               # link classes, link widths) so the cluster page can group identical hosts
   "graph": {"mode": "exact"|"nccl_xml"|"hwloc_xml"|"inferred"|"none", "cpu_vendor": str|null,
             "cpu_model": int|null, "disagreements": [{"subject", "message", "sources"}],
+            "assumed_gpu_model": str|null,   # model name used for lookups when the class was inferred
+            "gdr_module": bool|null,         # host_info: False = no nvidia_peermem / DMA-BUF
+            "iommu": {"translated": [BDFs], "cmdline": str|null}|null,   # host_info
             "nodes": [{"id": str, "kind": "cpu"|"root_complex"|"root_port"|"switch"|"gpu"|"nic"
                         |"nvswitch"|"nvme"|"other", "label": str, "bdf": str|null, "numa": int|null,
                         "parent": str|null, "inferred": bool, "attrs": {...}}],
@@ -28,6 +35,7 @@ is always present (empty list / null when unknown):
                         "gen": int|null, "width": int|null, "max_gen": int|null, "max_width": int|null,
                         "links": int|null, "spec_gbs": float|null, "expected_gbs": float|null,
                         "degraded": bool, "inferred": bool, "note": str|null,
+                        "assumed": bool,   # figures from the assumption policy (bandwidth.assume)
                         "nccl_gbs": float|null, "citation": str|null}]},   # citation: bandwidth source
   "gpus": [{"name": "GPU0", "index": int, "node": graph node id, "bdf": str|null, "uuid": str|null,
             "model": str|null, "numa": int|null, "cpu_affinity": str|null, "nic": HCA name|null}],
@@ -60,12 +68,22 @@ is always present (empty list / null when unknown):
                "points": [{"nodes": int, "busbw_gbs": float, "limit": str}],   # 1..64 nodes
                "limiting_link": str},
   "nccl_settings": [{"name": "NCCL_IB_HCA", "value": str, "reason": str}],
-  "warnings": [str]
+  "warnings": [str],
+  "assumptions": [str]   # plain sentences: every value assumed because the report did not say it,
+                         # and what to send to know (the GPU query, lspci -vvv, host_info); see
+                         # apps.domain.bandwidth.assume. Absent from documents stored before it
+                         # existed (from_dict fills []).
 }
+
+Assumption policy (``bandwidth.assume``): GPU model unknown -> inferred from the NV# cells (NV18 ->
+H100-class, NV12 -> A100-class, NV1/NV2 mesh -> V100, NV4 between two GPUs -> GA10x bridge), else
+none; PCIe links not reported -> the GPU class's host link, Gen3 for the legacy topo -m legend, else
+Gen4 x16; CPU unknown -> NCCL's SKL_QPI_BW class (10 GB/s). Edges and hops using an assumed figure
+carry ``assumed: true`` and a note naming what to send.
 
 hop = {"from": name, "to": name, "kind": "nvlink"|"pcie"|"cpu_link"|"inter_socket"|"host_memory_copy"|"fabric"
        |"nvswitch", "spec_gbs": float|null, "expected_gbs": float|null, "flows": int, "note": str|null,
-       "from_id": graph node id|null, "to_id": graph node id|null}
+       "from_id": graph node id|null, "to_id": graph node id|null, "assumed": bool}
 flows: gpu_pairs hops count the pairs sharing the link when every GPU pair transfers at once;
 gpu_nic hops count the GPUs whose traffic crosses it when every GPU talks to its NIC at once.
 
@@ -105,7 +123,7 @@ DOC_KEYS = ("schema", "hostname", "sources", "inferred", "summary", "graph", "gp
             "warnings")
 _NODE_KEYS = ("kind", "label", "bdf", "numa", "parent", "inferred")
 _EDGE_KEYS = ("kind", "gen", "width", "max_gen", "max_width", "links", "spec_gbs", "expected_gbs", "degraded",
-              "inferred", "note")
+              "inferred", "assumed", "note")
 
 
 @dataclass(frozen=True)
@@ -132,7 +150,9 @@ class HostAnalysis:
         if missing or doc.get("schema") != SCHEMA:
             raise ValueError(f"not a schema-{SCHEMA} snapshot document (missing: {', '.join(missing) or '-'}; "
                              f"schema {doc.get('schema')!r})")
-        return cls(copy.deepcopy(dict(doc)))
+        doc = copy.deepcopy(dict(doc))
+        doc.setdefault("assumptions", [])
+        return cls(doc)
 
     def host_graph(self) -> nx.Graph:
         """The HostGraph, rebuilt from the document's ``graph`` when not kept."""
@@ -142,7 +162,11 @@ class HostAnalysis:
         G = nx.Graph(hostname=self.hostname, inferred=self.doc["inferred"], sources=list(self.doc["sources"]),
                      mode=g.get("mode"), cpu_vendor=g.get("cpu_vendor"), cpu_model=g.get("cpu_model"),
                      gpu_model=self.doc["summary"].get("gpu_model"), warnings=list(self.doc["warnings"]),
-                     disagreements=list(g.get("disagreements") or []))
+                     disagreements=list(g.get("disagreements") or []),
+                     assumptions=list(self.doc.get("assumptions") or []),
+                     gpu_model_assumed=self.doc["summary"].get("gpu_model_assumed"),
+                     assumed_gpu_model=g.get("assumed_gpu_model"), gdr_module=g.get("gdr_module"),
+                     iommu=g.get("iommu"))
         for n in g["nodes"]:
             G.add_node(n["id"], **{k: n.get(k) for k in _NODE_KEYS}, **(n.get("attrs") or {}))
         for e in g["edges"]:
@@ -222,6 +246,7 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
         "estimate": {},
         "nccl_settings": [],
         "warnings": [str(w) for w in G.graph.get("warnings") or []],
+        "assumptions": [str(a) for a in G.graph.get("assumptions") or []],
     }
     doc["summary"] = _summary(G, doc)
     doc["estimate"] = estimate(doc)
@@ -257,13 +282,15 @@ def _graph_dict(G: nx.Graph) -> dict:
     edges = []
     for u, v, d in G.edges(data=True):
         e = {"source": u, "target": v, **{k: d.get(k) for k in _EDGE_KEYS}}
-        e["degraded"], e["inferred"] = bool(e["degraded"]), bool(e["inferred"])
+        e["degraded"], e["inferred"], e["assumed"] = bool(e["degraded"]), bool(e["inferred"]), bool(e["assumed"])
         # nccl_gbs, ...; the bandwidth citation (edge attr "source") is kept as "citation"
         e.update({("citation" if k == "source" else k): val for k, val in d.items()
                   if k not in _EDGE_KEYS and k != "target"})
         edges.append(e)
     return {"mode": G.graph.get("mode"), "cpu_vendor": G.graph.get("cpu_vendor"),
             "cpu_model": G.graph.get("cpu_model"), "disagreements": list(G.graph.get("disagreements") or []),
+            "assumed_gpu_model": G.graph.get("assumed_gpu_model"), "gdr_module": G.graph.get("gdr_module"),
+            "iommu": G.graph.get("iommu"),
             "nodes": nodes, "edges": edges}
 
 
@@ -290,6 +317,8 @@ def _summary(G: nx.Graph, doc: dict) -> dict:
         "gpu_model": G.graph.get("gpu_model") or (models[0] if models else None),
         "nic_count": len(nics),
         "active_nic_count": sum(1 for n in nics if n["active"]),
+        "nic_state_count": sum(1 for n in nics if n["state"] is not None or n["active"] is not None),
+        "gpu_model_assumed": None if (G.graph.get("gpu_model") or models) else G.graph.get("gpu_model_assumed"),
         "nic_rates_gbps": [n["rate_gbps"] for n in nics if n["compute"] and n["rate_gbps"] is not None],
         "nvlink": any(d.get("kind") == "nvlink" for _, _, d in G.edges(data=True)),
         "nvswitch": any(d.get("kind") == "nvswitch" for _, d in G.nodes(data=True)),

@@ -170,14 +170,14 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
     sw_b = f"{layer} rail {rb if rb is not None else '?'} switch"
     fabric = [{"from": ea["nic"], "to": sw_a, "from_id": ea["nic"], "to_id": None, "kind": "fabric",
                "spec_gbs": pa.spec_gbs, "expected_gbs": pa.expected_gbs, "flows": fa,
-               "note": f"{ha}/{ea['nic']} port at {na.get('rate_gbps') or '?'} Gb/s", "host": None}]
+               "note": _port_note(ha, ea["nic"], na), "host": None, "assumed": False}]
     if ra != rb:
         fabric.append({"from": sw_a, "to": sw_b, "from_id": None, "to_id": None, "kind": "fabric",
-                       "spec_gbs": None, "expected_gbs": None, "flows": 1, "host": None,
+                       "spec_gbs": None, "expected_gbs": None, "flows": 1, "host": None, "assumed": False,
                        "note": "different rails: a non-blocking spine between rail switches is assumed"})
     fabric.append({"from": sw_b, "to": eb["nic"], "from_id": None, "to_id": eb["nic"], "kind": "fabric",
                    "spec_gbs": pb.spec_gbs, "expected_gbs": pb.expected_gbs, "flows": fb,
-                   "note": f"{hb}/{eb['nic']} port at {nb.get('rate_gbps') or '?'} Gb/s", "host": None})
+                   "note": _port_note(hb, eb["nic"], nb), "host": None, "assumed": False})
     hops = leg_a + fabric + leg_b
     idx, gbs = _bottleneck(hops)
     words = [_leg_words(ha, gpu_a, ea, True)]
@@ -195,10 +195,13 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
         text = f"Slowest hop: {where}{h['from']} -> {h['to']} ({h['kind']}), {_fmt(gbs)} GB/s"
         if ideal is not None and gbs is not None and gbs < ideal * 0.95:
             text += f" instead of the {_fmt(ideal)} GB/s the NIC port could carry"
+        if h.get("assumed") and h.get("note"):
+            text += f" (an assumed figure: {str(h['note']).removeprefix('assumed: ')})"
         if (h.get("flows") or 1) > 1:
             text += f"; {h['flows']} flows share it when every GPU talks to its NIC at once"
         words.append(text + ".")
-    unknown = sum(1 for h in hops if _gbs(h) is None and h["kind"] not in ("host_memory_copy",)
+    unknown = sum(1 for h in hops if _gbs(h) is None and h["kind"] not in ("host_memory_copy", "cpu_link")
+                  and not str(h.get("note") or "").startswith("inside the root complex")
                   and not (h["kind"] == "fabric" and h["from_id"] is None and h["to_id"] is None))
     if unknown:
         words.append(f"{unknown} hop(s) have no known bandwidth (link generation/width or port rate not "
@@ -206,6 +209,13 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
     return {"src": src, "dst": dst, "same_host": False, "mechanism": "net", "hops": hops, "bottleneck": idx,
             "bottleneck_gbs": gbs, "gdr_src": gdr_src, "gdr_dst": gdr_dst, "rail_src": ra, "rail_dst": rb,
             "explanation": " ".join(words)}
+
+
+def _port_note(host: str, nic: str, rec: Mapping) -> str:
+    rate = rec.get("rate_gbps")
+    if rate:
+        return f"{host}/{nic} port at {rate:g} Gb/s"
+    return f"{host}/{nic} port rate not reported (send ibstat to know)"
 
 
 class ClusterIndex:

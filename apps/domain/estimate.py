@@ -56,8 +56,11 @@ def _pcie(gen: Any, width: Any) -> float | None:
 
 def _edge_gbs(e: Mapping | None, capability: bool = False) -> float | None:
     """Spec GB/s of a PCIe edge; ``capability`` uses max gen/width (a GPU idles at Gen1)."""
-    if not e or e.get("inferred"):
+    if not e:
         return None
+    if e.get("inferred") or e.get("assumed"):
+        # inferred/assumed links carry the engine's assumption policy figures (bandwidth.assume)
+        return as_float(e.get("spec_gbs"))
     if capability:
         bw = _pcie(e.get("max_gen") or e.get("gen"), e.get("max_width") or e.get("width"))
         if bw:
@@ -73,7 +76,8 @@ class _Host:
         self.ctx = Ctx(doc, {})
         self.doc = doc
         self.names = self.ctx.gpu_names
-        self.model = self.ctx.gpu_model()
+        # the real model, else the representative of the class the engine assumed (bandwidth.assume)
+        self.model = self.ctx.gpu_model() or (doc.get("graph") or {}).get("assumed_gpu_model")
 
     # --- per-link numbers -------------------------------------------------------------------
     def nv_per_link(self) -> float:
@@ -92,9 +96,12 @@ class _Host:
         if bw:
             return bw
         gen = _bw.gpu_generation(self.model).pcie_gen if _bw is not None else None
-        return _pcie(gen or 4, 16)
+        return _pcie(gen or (_bw.ASSUMED_PCIE_GEN if _bw is not None else 4), 16)
 
     def inter_socket(self) -> float:
+        for e in self.ctx.edges:  # the graph's own figure (known CPU, or the assumption policy's)
+            if e.get("kind") == "inter_socket" and as_float(e.get("nccl_gbs")):
+                return as_float(e["nccl_gbs"])
         vendor = (self.doc.get("graph") or {}).get("cpu_vendor")
         model = (self.doc.get("graph") or {}).get("cpu_model")
         if not vendor:

@@ -70,7 +70,7 @@ def _node(G: nx.Graph, nid: str, kind: str, label: str | None = None, *, bdf: st
 def _edge(G: nx.Graph, a: str, b: str, kind: str, link: bw.LinkBandwidth | None = None, **attrs: Any) -> None:
     data = {"kind": kind, "gen": None, "width": None, "max_gen": None, "max_width": None, "links": None,
             "spec_gbs": None, "expected_gbs": None, "nccl_gbs": None, "source": None,
-            "degraded": False, "inferred": False, "note": None}
+            "degraded": False, "inferred": False, "assumed": False, "note": None}
     if link is not None:
         data.update(spec_gbs=link.spec_gbs, expected_gbs=link.expected_gbs, nccl_gbs=link.nccl_gbs,
                     source=link.source)
@@ -80,7 +80,9 @@ def _edge(G: nx.Graph, a: str, b: str, kind: str, link: bw.LinkBandwidth | None 
 
 def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: int | None,
                max_gen: int | None, max_width: int | None, is_gpu: bool, inferred: bool = False,
-               note: str | None = None) -> None:
+               note: str | None = None, assume: tuple[int, int, str] | None = None) -> bool:
+    """Add the PCIe edge; ``assume`` = (gen, width, note) fills an unknown generation/width
+    (the edge is then ``assumed``). Returns True when an assumption was used."""
     notes = [note] if note else []
     degraded = False
     if width and max_width and width < max_width:
@@ -96,9 +98,16 @@ def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: 
     # what it runs at under load, so size GPU links at their capability
     use_gen = max_gen if (is_gpu and max_gen and gen and gen < max_gen) else (gen or max_gen)
     use_width = width or max_width
+    assumed = False
+    if assume is not None and not (use_gen and use_width):
+        use_gen, use_width = use_gen or assume[0], use_width or assume[1]
+        assumed = True
+        if assume[2] and assume[2] not in notes:
+            notes.append(assume[2])
     link = bw.pcie_link(use_gen, use_width) if use_gen and use_width else None
     _edge(G, child, parent, "pcie", link, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
-          degraded=degraded, inferred=inferred, note="; ".join(notes) or None)
+          degraded=degraded, inferred=inferred, assumed=assumed, note="; ".join(notes) or None)
+    return assumed
 
 
 def ancestors(G: nx.Graph, node: str) -> list[str]:
@@ -190,7 +199,14 @@ class _Build:
         self.disagreements: list[dict] = [
             {"subject": d.subject, "message": d.message, "sources": list(d.sources)} for d in facts.disagreements
         ]
-        self.info = bw.gpu_generation(facts.gpu_model) if facts.gpu_model else None
+        nv_counts = [p.links for p in facts.nvlink_pairs if p.b != "nvswitch"]
+        fabric = any(p.b == "nvswitch" for p in facts.nvlink_pairs) or any(d.kind == "nvswitch" for d in facts.pci)
+        self.policy = bw.assume(facts.gpu_model, nv_counts=nv_counts, gpu_count=len(facts.gpus), fabric=fabric,
+                                legacy_topo=facts.topo_legacy, cpu_vendor=facts.cpu_vendor,
+                                cpu_model=facts.cpu_model, cpu_family=facts.cpu_family)
+        self.used: set[str] = set()  # assumption sentences actually used ("gpu", "pcie", "inter_socket")
+        self.extra_assumptions: list[str] = []
+        self.info = bw.gpu_generation(self.policy.gpu_model) if self.policy.gpu_model else None
         self.gpu_node: dict[str, str] = {g.name: g.name for g in facts.gpus}
         self.nic_node: dict[str, str] = {}  # NicFact.name -> node id
 
@@ -229,17 +245,13 @@ class _Build:
               parent=parent, inferred=inferred, **self.nic_attrs(n))
         self.nic_node[n.name] = nid
 
-    def typical_gen(self) -> tuple[int | None, str]:
-        if self.info and self.info.pcie_gen:
-            return self.info.pcie_gen, f"assumed: typical Gen{self.info.pcie_gen} x16 of {self.info.family}"
-        nv = max((p.links for p in self.f.nvlink_pairs), default=0)
-        if nv >= 18:
-            return 5, "assumed: Gen5 x16 (GPU model unknown; NV18 boards are H100/H200/B200 class)"
-        if nv in (8, 12):
-            return 4, "assumed: Gen4 x16 (GPU model unknown; NV12 boards are A100 class)"
-        if nv:
-            return 3, "assumed: Gen3 x16 (GPU model unknown; NV1/NV2/NV6 boards are P100/V100 class)"
-        return None, "link unknown: topo -m does not show PCIe generation or width"
+    def typical_gen(self) -> tuple[int, str]:
+        """The PCIe link assumed where nobody reported one (``bandwidth.assume``)."""
+        return self.policy.pcie_gen, self.policy.pcie_note
+
+    def assumed_link(self) -> tuple[int, int, str]:
+        p = self.policy
+        return p.pcie_gen, p.pcie_width, p.pcie_note
 
     # NVLink ---------------------------------------------------------------------------------
     def nvlinks(self) -> None:
@@ -256,16 +268,27 @@ class _Build:
         nvswitch_bdfs = sorted(d.bdf for d in f.pci if d.kind == "nvswitch")
         norm = self.info.nvlink_links if self.info and self.info.nvlink_links else 18
         implied = any(sum(ps.values()) > norm for ps in peers.values())
-        use_fabric = bool(fabric_links) or bool(nvswitch_bdfs) or implied
-        link_model = f.gpu_model or (self.info.sm if self.info else None)
+        use_fabric = bool(fabric_links) or bool(nvswitch_bdfs) or implied or bool(self._hidden_fabric(peers, {}, nvswitch_bdfs))
+        link_model = f.gpu_model or self.policy.gpu_model
         assumed = None
         if not f.gpu_model:
-            link_model = 80  # 25 GB/s per link, the NVLink2-4 spec (V100, A100, H100)
-            assumed = "GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50)"
+            assumed = self.policy.nvlink_note
+            if not link_model:
+                link_model = 80  # 25 GB/s per link, the NVLink2-4 spec (V100, A100, H100)
+                assumed = ("GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50); "
+                           + bw.SEND_GPU_QUERY)
+        nv_assumed = assumed is not None
+        if nv_assumed and (peers or fabric_links or nvswitch_bdfs):
+            self.used.add("gpu")
+        hidden = self._hidden_fabric(peers, fabric_links, nvswitch_bdfs)
+        if hidden:
+            fabric_links = hidden
         if use_fabric and gpus:
             ids = nvswitch_bdfs
-            inferred = not (fabric_links or nvswitch_bdfs)
+            inferred = not (fabric_links or nvswitch_bdfs) or bool(hidden)
             why = ("NVSwitch PCI functions in the PCI listing" if nvswitch_bdfs else
+                   f"inferred: {self.info.family} SXM board (NVSwitch baseboard, NV{self.info.nvswitch_norm}) "
+                   "with no NVLink reported" if hidden else
                    "NCCL XML nvlink targets of class 0x0680" if fabric_links else
                    f"implied: NV# to every peer exceeds the {norm} links a GPU has")
             _node(G, "nvswitch0", "nvswitch", "NVSwitch fabric", inferred=inferred,
@@ -284,7 +307,8 @@ class _Build:
                 if not links:
                     continue
                 _edge(G, g, "nvswitch0", "nvlink", bw.nvlink(link_model, links), links=links,
-                      inferred=edge_inferred, note=note)
+                      inferred=edge_inferred or bool(hidden), assumed=nv_assumed or bool(hidden),
+                      note=note if not hidden else f"inferred NV{links}: the {self.info.family} NVSwitch board norm")
             # GPU pairs whose NV# is below what the fabric gives them: keep them visible
             for a, ps in peers.items():
                 for b, n in ps.items():
@@ -301,7 +325,7 @@ class _Build:
                 for b, n in ps.items():
                     if _gkey(a) < _gkey(b):
                         _edge(G, a, b, "nvlink", bw.nvlink(link_model, n), links=n, note=assumed,
-                              inferred=False)
+                              inferred=False, assumed=nv_assumed)
         # nvlink -s active counts vs the fabric/pair counts
         for g in f.gpus:
             if g.nvlink_active is None or g.name not in G:
@@ -315,15 +339,39 @@ class _Build:
                     "sources": ["nvidia_smi_nvlink", "nvidia_smi_topo"],
                 })
 
+    def _hidden_fabric(self, peers: dict, fabric_links: dict, nvswitch_bdfs: list) -> dict[str, int]:
+        """GPU -> links for an NVSwitch board nobody reported NVLink for: 8 SXM GPUs of a model whose
+        vendor board is NVSwitch-based (A100 SXM4 0x20b0/0x20b2, H100 SXM 0x2330, ...), known from
+        PCI device ids or the GPU query, and no NVLink source at all (NCCL XML of cloud VMs often
+        omits ``<nvlink>``). Empty when anything reported NVLink."""
+        f = self.f
+        if peers or fabric_links or nvswitch_bdfs or not f.gpu_model or not self.info:
+            return {}
+        if {"nvidia_smi_topo", "nvidia_smi_nvlink"} & set(f.sources) or any(g.nvlink_active for g in f.gpus):
+            return {}
+        norm = self.info.nvswitch_norm
+        if not norm or len(f.gpus) < 8 or not re.search(r"SXM|HBM3|H200|B200|B300|GB200", f.gpu_model, re.I):
+            return {}
+        if "nvswitch" not in self.used:
+            self.used.add("nvswitch")
+            self.extra_assumptions.append(
+                f"No NVLink reported for {len(f.gpus)} {f.gpu_model} GPUs: an NVSwitch board is assumed, "
+                f"NV{norm} per GPU (the {self.info.family} HGX norm); send nvidia-smi topo -m or "
+                "nvidia-smi nvlink -s to know.")
+        return {g.name: norm for g in f.gpus if g.name in self.G}
+
     def sockets(self) -> None:
         G = self.G
         cpus = sorted((n for n, d in G.nodes(data=True) if d["kind"] == "cpu"), key=_gkey)
-        link = bw.inter_socket(self.f.cpu_vendor, self.f.cpu_model, self.f.cpu_family)
+        link = self.policy.inter_socket
         inferred = self.G.graph.get("inferred", False)
+        assumed = self.policy.inter_socket_assumed
         for i, a in enumerate(cpus):
             for b in cpus[i + 1:]:
-                _edge(G, a, b, "inter_socket", link, inferred=inferred,
-                      note=None if link.spec_gbs or link.nccl_gbs else "CPU vendor unknown")
+                _edge(G, a, b, "inter_socket", link, inferred=inferred, assumed=assumed,
+                      note=self.policy.inter_socket_note)
+        if len(cpus) > 1 and assumed:
+            self.used.add("inter_socket")
 
     # exact ----------------------------------------------------------------------------------
     def exact(self) -> None:
@@ -362,7 +410,9 @@ class _Build:
             p = parent_of(bdf)
             r = d.kind
             if r == "bridge":
-                if p is None:
+                if p is None and d.source.startswith("nccl_topo_xml"):
+                    r = "upstream_port"  # NCCL's <pci> bridges are switches (virtual ffff:ff:xx.0 ones too)
+                elif p is None:
                     r = "root_port"
                 else:
                     pr = role_of(p)
@@ -390,6 +440,8 @@ class _Build:
             top = devs[chain[-1]]
             if top.root:
                 return f"rc:{top.root}"
+            if top.source.startswith("nccl_topo_xml") and top.numa is not None:
+                return f"rc:numa{top.numa}"  # NCCL XML: one host bridge per <cpu numaid> (NCCL's CPU node)
             if top.source.startswith(("nccl_topo_xml", "hwloc_xml")):
                 return f"rc:{top.bdf}"  # XML: bus ids may be virtual (Azure ffff:ff:xx.0); one per element
             return f"rc:{top.bdf[:7]}"  # lspci: a device with no parent bridge sits on the root bus
@@ -412,11 +464,14 @@ class _Build:
             inferred_rc = all(devs[b].source.startswith(("nccl_topo_xml", "hwloc_xml"))
                               for b in keep if rc_of[b] == rc)
             notes = []
-            if inferred_rc:
+            if inferred_rc and rc.startswith("rc:numa"):
+                notes.append("one per NCCL <cpu> element (XML has no host bridges)")
+            elif inferred_rc:
                 notes.append("one per top-level PCI element (XML has no host bridges)")
             if numa_of_rc[rc] is None and numa is not None:
                 notes.append(f"NUMA {numa} assumed from bus order (sockets own contiguous bus ranges)")
-            _node(G, rc, "root_complex", f"host bridge {rc[3:]}", numa=numa, parent=cpu,
+            _node(G, rc, "root_complex", f"host bridge of NUMA {numa}" if rc.startswith("rc:numa") else
+                  f"host bridge {rc[3:]}", numa=numa, parent=cpu,
                   inferred=bool(inferred_rc), note="; ".join(notes) or None)
             _edge(G, rc, cpu, "cpu_link", inferred=bool(inferred_rc) or numa_of_rc[rc] is None)
         # nodes, parents first
@@ -524,8 +579,9 @@ class _Build:
             max_gen = pdev.max_gen
         if d.capabilities_denied and not gen:
             note = (note + "; " if note else "") + "lspci: Capabilities <access denied> (not root)"
-        _pcie_edge(self.G, child, parent, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
-                   is_gpu=is_gpu, note=note)
+        if _pcie_edge(self.G, child, parent, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
+                      is_gpu=is_gpu, note=note, assume=self.assumed_link()):
+            self.used.add("pcie")
 
     def _join_nics_by_order(self, nics_by_bdf: dict[str, list[NicFact]]) -> None:
         """mlx5_N without a PCI address: mlx5_core probes in bus order, so mlx5_N follows BDF order."""
@@ -705,8 +761,9 @@ class _Build:
                 _edge(G, n.name, cpu, "pcie", inferred=True, note="not in topo -m: placement unknown")
 
     def _inferred_link(self, child: str, parent: str, gen: int | None, note: str) -> None:
-        _pcie_edge(self.G, child, parent, gen=gen, width=16 if gen else None, max_gen=gen,
-                   max_width=16 if gen else None, is_gpu=False, inferred=True, note=note)
+        if _pcie_edge(self.G, child, parent, gen=None, width=None, max_gen=None, max_width=None, is_gpu=False,
+                      inferred=True, assume=self.assumed_link()):
+            self.used.add("pcie")
 
     def _inferred_device(self, label: str, parent: str, numa: int | None, gen: int | None, note: str,
                          nic_by_label: dict[str, NicFact]) -> None:
@@ -715,9 +772,11 @@ class _Build:
             self.add_gpu(g, parent, numa, inferred=True)
             known = g.link_gen_max or g.link_width_max
             if known:
-                _pcie_edge(self.G, g.name, parent, gen=g.link_gen_current, width=g.link_width_current,
-                           max_gen=g.link_gen_max, max_width=g.link_width_max, is_gpu=True, inferred=True,
-                           note="link from nvidia-smi --query-gpu; position inferred from topo -m")
+                if _pcie_edge(self.G, g.name, parent, gen=g.link_gen_current, width=g.link_width_current,
+                              max_gen=g.link_gen_max, max_width=g.link_width_max, is_gpu=True, inferred=True,
+                              note="link from nvidia-smi --query-gpu; position inferred from topo -m",
+                              assume=self.assumed_link()):
+                    self.used.add("pcie")
             else:
                 self._inferred_link(g.name, parent, gen, note)
             return
@@ -789,6 +848,12 @@ class _Build:
         self.check_against_topo(exact=not inferred)
         G.graph["warnings"] = self.warnings
         G.graph["disagreements"] = self.disagreements
+        p = self.policy
+        G.graph["gpu_model_assumed"] = p.gpu_class if p.gpu_assumed else None
+        G.graph["assumed_gpu_model"] = p.gpu_model if p.gpu_assumed else None
+        G.graph["assumptions"] = ([p.sentences[k] for k in ("gpu", "pcie", "inter_socket")
+                                   if k in self.used and k in p.sentences] + self.extra_assumptions)
+        G.graph["assumed"] = sorted(self.used)
         return G
 
 

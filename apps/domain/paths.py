@@ -21,7 +21,8 @@ Everything here follows NCCL v2.30 defaults (domain.md sections 1a, 1c, 3.1):
 
 Functions take the HostGraph ``G`` first (see the engine contract) and return plain dicts in the
 shapes of the snapshot document (``apps/domain/analysis.py``): hop dicts
-``{"from", "to", "from_id", "to_id", "kind", "spec_gbs", "expected_gbs", "flows", "note"}``.
+``{"from", "to", "from_id", "to_id", "kind", "spec_gbs", "expected_gbs", "flows", "assumed", "note"}``
+(``assumed``: the figures come from ``bandwidth.assume``, the note says what to send to know).
 
 Optional facts read from the graph when present: ``G.graph["p2p"]`` (``nvidia-smi topo -p2p``
 matrices ``{mode: {row: {col: token}}}``), ``G.graph["gdr_module"]`` (False when neither
@@ -213,7 +214,7 @@ def route_hops(G: nx.Graph, route: Route, flows: Mapping | None = None) -> list[
             where = f"NUMA node {numa}" if numa is not None else cpu
             hops.append({
                 "from": cpu, "to": cpu, "from_id": cpu, "to_id": cpu, "kind": "host_memory_copy",
-                "spec_gbs": None, "expected_gbs": None, "flows": f,
+                "spec_gbs": None, "expected_gbs": None, "flows": f, "assumed": False,
                 "note": route.notes.get("mem") or f"data staged in host memory on {where}",
             })
             continue
@@ -226,7 +227,11 @@ def route_hops(G: nx.Graph, route: Route, flows: Mapping | None = None) -> list[
                 "from": a, "to": b, "from_id": g if a == g else "nvswitch", "to_id": g if b == g else "nvswitch",
                 "kind": "nvswitch", "spec_gbs": _sum(e.get("spec_gbs") for e in edges),
                 "expected_gbs": _sum(e.get("expected_gbs") for e in edges), "flows": f,
-                "note": f"{links} NVLinks of {g} into the NVSwitch fabric" if links else None,
+                "assumed": any(bool(e.get("assumed")) for e in edges),
+                "note": (f"{links} NVLinks of {g} into the NVSwitch fabric" if links else None)
+                if not any(e.get("assumed") for e in edges) else
+                "; ".join(x for x in (f"{links} NVLinks of {g} into the NVSwitch fabric" if links else None,
+                                      next((e.get("note") for e in edges if e.get("note")), None)) if x),
             })
             continue
         u, v = step
@@ -234,7 +239,8 @@ def route_hops(G: nx.Graph, route: Route, flows: Mapping | None = None) -> list[
         hops.append({
             "from": _name(G, u), "to": _name(G, v), "from_id": u, "to_id": v,
             "kind": d.get("kind") or "pcie", "spec_gbs": d.get("spec_gbs"),
-            "expected_gbs": d.get("expected_gbs"), "flows": f, "note": d.get("note"),
+            "expected_gbs": d.get("expected_gbs"), "flows": f, "assumed": bool(d.get("assumed")),
+            "note": d.get("note"),
         })
     return hops
 
