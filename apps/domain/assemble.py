@@ -670,6 +670,24 @@ class _Builder:
         pci = [_pci_fact(d, gpu_bdfs, nic_bdfs) for d in merged.values()]
         nvpairs = self.nvlink_pairs(topo, gpus)
         cpus, vendor, model, family = self.cpus()
+        hi = self.r.get("host_info")
+        host = {}
+        if hi:
+            # the live machine's /proc/cpuinfo wins over a (possibly static) topology file
+            vendor = _vendor(_get(hi, "cpu_vendor"), None) or vendor
+            model = _int(_get(hi, "cpu_model")) if _get(hi, "cpu_model") is not None else model
+            family = _int(_get(hi, "cpu_family")) if _get(hi, "cpu_family") is not None else family
+            peer, dmabuf = _get(hi, "peermem"), _get(hi, "dmabuf")
+            gdr = True if (peer and peer != "none") or dmabuf is True else (
+                False if peer == "none" and dmabuf is False else None)
+            groups = _get(hi, "iommu_groups", default={}) or {}
+            words = re.findall(r"\b(?:intel_iommu|amd_iommu|iommu)=\S+", _get(hi, "cmdline", default="") or "")
+            host = dict(
+                sockets=_int(_get(hi, "sockets")), gdr_module=gdr,
+                gdr_module_detail=f"peermem {peer or 'unknown'}, DMA-BUF "
+                                  f"{'unknown' if dmabuf is None else 'yes' if dmabuf else 'no'}",
+                iommu_translated=tuple(sorted(b for b, t in groups.items() if str(t).lower() in ("dma", "dma-fq"))),
+                iommu_cmdline=" ".join(words) or None, virtualized=_get(hi, "virtualized"), host_info=True)
         if not any(g.model for g in gpus):
             by_bdf = {d.bdf: d for d in pci}
             guessed = {GPU_MODEL_BY_ID.get(_name_device_id({"device_id": by_bdf[g.bdf].device_id,
@@ -711,6 +729,7 @@ class _Builder:
             topo_legacy=legacy,
             warnings=tuple(self.warnings),
             disagreements=tuple(self.disagreements),
+            **host,
         )
 
     def _cross_check_nics(self, nics: list[NicFact], topo: dict, nic_map: dict) -> None:

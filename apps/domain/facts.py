@@ -159,6 +159,14 @@ class HostFacts:
     topo_legacy: bool = False  # legacy legend (no NODE: PHB may mean NODE)
     warnings: tuple[str, ...] = ()
     disagreements: tuple[Disagreement, ...] = ()
+    # host_info (the agent's host facts); None/empty when the section is absent
+    sockets: int | None = None
+    gdr_module: bool | None = None  # False: neither nvidia_peermem/nv_mem nor DMA-BUF
+    gdr_module_detail: str | None = None  # e.g. "peermem none, DMA-BUF no"
+    iommu_translated: tuple[str, ...] = ()  # GPU/NIC BDFs in a translating IOMMU domain (DMA, DMA-FQ)
+    iommu_cmdline: str | None = None  # IOMMU words of /proc/cmdline
+    virtualized: bool | None = None
+    host_info: bool = False  # the section was reported
 
     # -- lookups ---------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuFact | None:

@@ -831,7 +831,10 @@ class _Build:
         else:
             mode, inferred = "none", True
         G.graph.update(hostname=f.hostname, inferred=inferred, mode=mode, sources=list(f.sources),
-                       cpu_vendor=f.cpu_vendor, cpu_model=f.cpu_model, gpu_model=f.gpu_model)
+                       cpu_vendor=f.cpu_vendor, cpu_model=f.cpu_model, gpu_model=f.gpu_model,
+                       gdr_module=f.gdr_module, gdr_module_detail=f.gdr_module_detail,
+                       iommu=({"translated": list(f.iommu_translated), "cmdline": f.iommu_cmdline,
+                               "virtualized": f.virtualized} if f.host_info else None))
         for c in f.cpus:
             if c.numa is not None:
                 self.cpu(c.numa)

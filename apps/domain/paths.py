@@ -563,8 +563,10 @@ _FAR = "far"  # sentinel: beyond the default GDR level; the caller words the rea
 def _gdr_block(G: nx.Graph, g: str, n: str, ntype: str | None) -> str | None:
     """Why GPUDirect RDMA is off between GPU g and NIC n (None when it is on)."""
     if G.graph.get("gdr_module") is False:
-        return ("no GPUDirect RDMA kernel support (neither nvidia_peermem nor DMA-BUF): "
-                "NCCL stages every inter-node byte in host memory")
+        detail = G.graph.get("gdr_module_detail")
+        return ("no GPUDirect RDMA kernel support (neither nvidia_peermem nor DMA-BUF"
+                + (f"; host_info: {detail}" if detail else "") +
+                "): NCCL stages every inter-node byte in host memory")
     if G.nodes[n].get("gdr") is False:
         return f"NCCL's topology dump marks {n} without GPUDirect RDMA support (gdr=0)"
     if G.nodes[g].get("gdr") is False:

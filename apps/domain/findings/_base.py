@@ -165,7 +165,10 @@ class Ctx:
             if isinstance(p, Mapping) and p.get("a") and p.get("b"):
                 self.pairs[frozenset((p["a"], p["b"]))] = p
         self.summary: dict = self.doc.get("summary") or {}
-        self.env: dict[str, str] = _env(self.results.get("nccl_env"))
+        # NCCL environment: the agent's host_info section (nccl_env: {name: value}, from the
+        # environment and /etc/nccl.conf), then a separate nccl_env result (wins when both exist)
+        self.host: dict = self.results.get("host_info") if isinstance(self.results.get("host_info"), Mapping) else {}
+        self.env: dict[str, str] = {**_env(self.host.get("nccl_env")), **_env(self.results.get("nccl_env"))}
 
     # ---- GPUs and pairs ----------------------------------------------------------------------
     @property

@@ -1,9 +1,9 @@
-"""GPU<->NIC rules G01, G03, G04, G05, G06 of domain.md section 1c (GPUDirect RDMA, PXN, NIC links).
+"""GPU<->NIC rules G01-G06 of domain.md section 1c (GPUDirect RDMA, PXN, NIC links).
 
 Inputs: the document's ``gpu_nic`` (the NIC each GPU uses, its path class, GDR and PXN relay),
 ``gpu_nic_matrix``, ``nics`` and the NICs' PCIe edges in ``graph``; the NCCL environment
-(``nccl_env`` result) for G03/G04. G02 (peermem / DMA-BUF) needs kernel module facts no parser
-reports yet.
+(``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for G03/G04; the agent's
+``host_info`` (``peermem``, ``dmabuf``; or the graph's ``gdr_module``) for G02.
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ G01 = Rule("G01", "NIC too far for GPUDirect RDMA", "MED",
            "NCCL_NET_GDR_LEVEL=PHB only if a GDR perftest (ib_write_bw --use_cuda) is good.",
            "paths.cc L511-533, L845-852 [S2]; env NCCL_NET_GDR_LEVEL, NCCL_NET_GDR_C2C [S12]; GPUDirect RDMA doc "
            "(same upstream root complex) [S17]; GPUDirect RDMA user manual [S18]; NCCL #465 [S41]")
+G02 = Rule("G02", "GDR kernel support missing", "HIGH",
+           "modprobe nvidia-peermem (and load it at boot), or use DMA-BUF (open GPU kernel modules and a kernel "
+           ">= 5.12; NVIDIA recommends DMA-BUF).",
+           "net_ib/gdr.cc L18-20, init.cc L546-552, topo.cc L1653 [S9][S8][S3]; NCCL #897, #1537, #489 "
+           "[S40][S39][S42]; GPU Operator RDMA doc [S19]")
 G03 = Rule("G03", "GDR level overridden", "MED",
            "Remove NCCL_NET_GDR_LEVEL unless a measured benefit exists.",
            "env doc [S12]; paths.cc L243-279 (level parsing) [S2]")
@@ -86,6 +91,40 @@ def rule_g01(ctx: Ctx) -> list[dict]:
                "crosses the CPU instead of going straight from GPU memory to the NIC.")
         out.append(finding(G01, gpus + [nic], msg, severity=sev))
     return out
+
+
+def _gdr_module(ctx: Ctx) -> tuple[bool | None, str]:
+    """(GPUDirect RDMA kernel support, what host_info said): the engine's graph flag, else host_info."""
+    h = ctx.host or {}
+    peer, dmabuf = h.get("peermem"), h.get("dmabuf")
+    said = f"peermem {peer or 'not reported'}, DMA-BUF {'not reported' if dmabuf is None else 'yes' if dmabuf else 'no'}"
+    flag = (ctx.doc.get("graph") or {}).get("gdr_module")
+    if flag is None and h:
+        flag = True if (peer and peer != "none") or dmabuf is True else (
+            False if peer == "none" and dmabuf is False else None)
+    return flag, said
+
+
+def rule_g02(ctx: Ctx) -> list[dict]:
+    """G02 GDR kernel support missing.
+
+    Condition: the agent's host_info says no peermem module (nvidia_peermem / nv_mem) is loaded and
+    DMA-BUF is unusable, while some GPU's NIC is PIX/PXB (NCCL would use GPUDirect RDMA). HIGH.
+    Source: net_ib/gdr.cc L18-20, init.cc L546-552 [S9][S8]; NCCL #897, #1537 [S40][S39].
+    """
+    flag, said = _gdr_module(ctx)
+    if flag is not False:
+        return []
+    near = [r for r in _choices(ctx) if normalize_token(r.get("path_class")) in GDR_CLASSES
+            or (r.get("pxn_via") and not _pxn_disabled(ctx))]
+    if not near:
+        return []
+    gpus = sorted({str(r.get("gpu")) for r in near}, key=gpu_sort_key)
+    nics = sorted({str(r.get("nic")) for r in near}, key=gpu_sort_key)
+    msg = (f"{join(gpus)} have their NIC ({join(nics)}) on their PCIe switch, but the kernel has no GPUDirect RDMA "
+           f"support ({said}): NCCL marks the NICs without GDR and stages every inter-node byte in host memory "
+           "(NCCL logs 'GPU Direct RDMA Disabled for HCA').")
+    return [finding(G02, gpus + nics, msg)]
 
 
 def rule_g03(ctx: Ctx) -> list[dict]:
@@ -199,4 +238,4 @@ def rule_g06(ctx: Ctx) -> list[dict]:
     return out
 
 
-RULES = [rule_g01, rule_g03, rule_g04, rule_g05, rule_g06]
+RULES = [rule_g02, rule_g01, rule_g03, rule_g04, rule_g05, rule_g06]

@@ -1,9 +1,9 @@
-"""Host, NUMA and environment rules H01, H02, H03, H04, H07 of domain.md section 1e, and X01
+"""Host, NUMA and environment rules H01-H05, H07 of domain.md section 1e, and X01
 (the sources of one host disagree).
 
 Inputs: the document's ``gpus`` (CPU affinity, NUMA), ``gpu_nic``, ``nics``, ``warnings``; the NCCL
-environment (``nccl_env`` result) for H03/H04/H07. H05/H06/H08 need interfaces, CUDA env or
-several nodes.
+environment (``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for H03/H04/H05/H07;
+``host_info`` ``netdevs``/``default_route_netdev`` for H05. H06/H08 need CUDA env or several nodes.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ H03 = Rule("H03", "P2P forcibly disabled", "HIGH",
 H04 = Rule("H04", "IB transport disabled / fell back to sockets", "HIGH",
            "Remove NCCL_IB_DISABLE; fix NCCL_IB_HCA; expose /dev/infiniband (uverbs, rdma_cm) to containers.",
            "env NCCL_IB_DISABLE [S12]; NCCL #1105 [S66]; NVSentinel char-device check [S32]")
+H05 = Rule("H05", "Bootstrap/socket interface wrong", "HIGH",
+           "Set NCCL_SOCKET_IFNAME==<the routable interface> (exact, with '='), or a prefix present and up on all nodes.",
+           "env NCCL_SOCKET_IFNAME [S12]; NCCL #913, #286 [S49][S50]")
 H07 = Rule("H07", "Debug variables left set", "LOW",
            "Remove them, or document why each is needed.",
            "env doc Debugging preamble [S12]; nccl-tests all_reduce.cu [S16]")
@@ -143,6 +146,47 @@ def rule_h04(ctx: Ctx) -> list[dict]:
     return [finding(H04, active, msg)]
 
 
+def _ifname_match(name: str, value: str) -> bool:
+    """NCCL_SOCKET_IFNAME semantics: comma list, prefix match, '=' exact, '^' exclude."""
+    v = value.strip()
+    exclude = v.startswith("^")
+    v = v[1:] if exclude else v
+    exact = v.startswith("=")
+    v = v[1:] if exact else v
+    hit = any((name == t) if exact else name.startswith(t) for t in (x.strip() for x in v.split(",")) if t)
+    return not hit if exclude else hit
+
+
+def rule_h05(ctx: Ctx) -> list[dict]:
+    """H05 Bootstrap/socket interface wrong (a hint from one node).
+
+    Condition (host_info): NCCL_SOCKET_IFNAME is set and (a) matches no interface that is up: HIGH
+    (NCCL stops with 'no socket interface found' or hangs at init); or (b) does not select the
+    interface of the default route: LOW hint (fine on a dedicated routable network, a hang if the
+    chosen interface cannot reach the other nodes). Source: env NCCL_SOCKET_IFNAME [S12]; #913 [S49].
+    """
+    val = ctx.env.get("NCCL_SOCKET_IFNAME")
+    h = ctx.host or {}
+    netdevs = h.get("netdevs") if isinstance(h.get("netdevs"), Mapping) else {}
+    route = h.get("default_route_netdev")
+    if val is None or not (netdevs or route):
+        return []
+    chosen = [n for n in netdevs if _ifname_match(n, val)]
+    up = [n for n in chosen if str(netdevs.get(n, "")).lower() in ("up", "unknown")]
+    if netdevs and not up:
+        what = (f"matches only {join(chosen)}, which {'is' if len(chosen) == 1 else 'are'} down" if chosen
+                else "matches none of this node's interfaces")
+        msg = (f"NCCL_SOCKET_IFNAME={val} {what}: NCCL finds no socket interface for bootstrap and stops or hangs "
+               "at init." + (f" The default route uses {route}." if route else ""))
+        return [finding(H05, [], msg)]
+    if route and not _ifname_match(route, val):
+        msg = (f"NCCL_SOCKET_IFNAME={val} selects {join(up) or 'an interface'} while the default route uses {route}: "
+               "make sure the chosen interface reaches every other node, or NCCL hangs at init.")
+        return [finding(H05, [], msg, severity="LOW",
+                        fix=f"If {route} is the routable network, set NCCL_SOCKET_IFNAME=={route}.")]
+    return []
+
+
 def rule_h07(ctx: Ctx) -> list[dict]:
     """H07 Debug variables left set.
 
@@ -195,4 +239,4 @@ def rule_x01(ctx: Ctx) -> list[dict]:
     return out
 
 
-RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h07, rule_x01]
+RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h05, rule_h07, rule_x01]

@@ -33,6 +33,10 @@ P04 = Rule("P04", "ACS redirect on the P2P path", "CRIT",
            "listed (NCCL troubleshooting loop). In a VM keep ACS on and enable ATS on the NIC instead.",
            "NCCL troubleshooting ACS [S13]; net_ib/common.h L616 [S11]; NCCL issues #2079, #606, #304, #667, #700 "
            "[S33][S34][S35][S36][S44]; VM ATS/ACS appendix [S64]")
+P05 = Rule("P05", "IOMMU translating on bare metal", "HIGH",
+           "Boot with iommu=pt (or disable VT-d/AMD-Vi on dedicated bare-metal nodes); re-check ACS (P04).",
+           "NCCL troubleshooting (IO virtualization can redirect P2P) [S13]; NCCL #257, nccl-tests #115 "
+           "[S37][S38]; kernel ABI iommu_groups/type [S27]")
 P06 = Rule("P06", "PCIe link width downtrained", "HIGH",
            "Reseat or replace the riser/cable, check BIOS bifurcation; compare with the parent port's capability "
            "before blaming the card.",
@@ -381,6 +385,35 @@ def _parent_cap(ctx: Ctx, bdf: str | None) -> tuple[int | None, int | None]:
     return gen_from_gts(get(p, "cap_speed_gts", "cap_speed")), as_int(p.get("cap_width"))
 
 
+def rule_p05(ctx: Ctx) -> list[dict]:
+    """P05 IOMMU translating on bare metal.
+
+    Condition (host_info): a GPU or NIC function in a translating IOMMU domain (``DMA``/``DMA-FQ``
+    in /sys/.../iommu_group/type) on a host that is not virtualized; the kernel command line
+    (``intel_iommu=on``/``amd_iommu=on`` without ``iommu=pt``) is quoted as the likely cause. HIGH.
+    Source: NCCL troubleshooting [S13]; #257, nccl-tests #115 [S37][S38]; kernel ABI [S27].
+    """
+    h = ctx.host or {}
+    groups = h.get("iommu_groups") or {}
+    if not isinstance(groups, Mapping) or h.get("virtualized") is True:
+        return []
+    translated = sorted(b for b, t in groups.items() if str(t).lower() in ("dma", "dma-fq"))
+    if not translated:
+        return []
+    by_bdf = {g.get("bdf"): g.get("name") for g in ctx.gpus if g.get("bdf")}
+    by_bdf.update({n.get("bdf"): n.get("name") for n in ctx.nics if n.get("bdf")})
+    names = [by_bdf.get(b) or b for b in translated]
+    cmd = str(h.get("cmdline") or "")
+    words = re.findall(r"\b(?:intel_iommu|amd_iommu|iommu)=\S+", cmd)
+    why = (f" The kernel command line has {' '.join(words)}" + ("" if "iommu=pt" in words else " without iommu=pt")
+           + "." if words else "")
+    bare = "" if h.get("virtualized") is False else " (the host was not reported as virtualized)"
+    msg = (f"{join(names)} sit in a translating IOMMU domain ({', '.join(sorted({str(groups[b]) for b in translated}))}) "
+           f"on bare metal{bare}: peer-to-peer and GPUDirect RDMA traffic is translated or redirected through the "
+           f"root complex, which users report as hangs and low P2P bandwidth.{why}")
+    return [finding(P05, [n for n in names if n in by_bdf.values()] or names, msg)]
+
+
 def rule_p06(ctx: Ctx) -> list[dict]:
     """P06 PCIe link width downtrained.
 
@@ -572,4 +605,4 @@ def rule_p11(ctx: Ctx) -> list[dict]:
     return [finding(P11, names, msg)]
 
 
-RULES = [rule_p01, rule_p02, rule_p03, rule_p04, rule_p06, rule_p07, rule_p08, rule_p09, rule_p10, rule_p11]
+RULES = [rule_p01, rule_p02, rule_p03, rule_p04, rule_p05, rule_p06, rule_p07, rule_p08, rule_p09, rule_p10, rule_p11]

@@ -56,6 +56,7 @@ _ALL = [
     Kind("sysfs_ib", "sysfs_ib", "parse", "topoweb agent: /sys/class/infiniband listing"),
     Kind("nccl_topo_xml", "nccl_topo_xml", "parse", "NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE XML"),
     Kind("hwloc_xml", "hwloc_xml", "parse", "lstopo --of xml"),
+    Kind("host_info", "host_info", "parse", "topoweb agent: host facts (CPU, driver, IOMMU, GDR modules, NCCL env)"),
 ]
 KINDS: dict[str, Kind] = {k.name: k for k in _ALL}
 
