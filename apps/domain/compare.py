@@ -260,7 +260,7 @@ def _gpu_nic(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
             text = (f"{g} -> {y['nic']}: now has a NIC ({y['path_class']}, "
                     f"{_fmt(y['bandwidth_gbs'])} GB/s)") if x is None else f"{g} -> {x['nic']}: no usable NIC any more"
         else:
-            nic = y["nic"] if x["nic"] == y["nic"] else f"{x['nic']} -> {y['nic']}"
+            nic = y["nic"] if x["nic"] == y["nic"] else f"{y['nic']} (was {x['nic']})"
             bits = []
             if x["path_class"] != y["path_class"]:
                 bits.append(f"{x['path_class']} -> {y['path_class']}")
@@ -268,7 +268,10 @@ def _gpu_nic(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
                 bits.append("GDR now on" if y["gdr"] else "GDR now off")
             if x["pxn_via"] != y["pxn_via"]:
                 bits.append(f"PXN relay via {y['pxn_via']}" if y["pxn_via"] else "no PXN relay any more")
-            bits.append(f"{_fmt(x['bandwidth_gbs'])} -> {_fmt(y['bandwidth_gbs'])} GB/s")
+            if x["bandwidth_gbs"] == y["bandwidth_gbs"]:
+                bits.append(f"{_fmt(y['bandwidth_gbs'])} GB/s (unchanged)")
+            else:
+                bits.append(f"{_fmt(x['bandwidth_gbs'])} -> {_fmt(y['bandwidth_gbs'])} GB/s")
             text = f"{g} -> {nic}: " + ", ".join(bits)
         out.append({"gpu": g, "before": x, "after": y, "text": text})
     return out
@@ -310,10 +313,22 @@ def _finding_key(f: Mapping) -> tuple:
 
 
 def _findings(doc_a: Mapping, doc_b: Mapping) -> dict:
+    """Same rule on the same devices: kept. Left over, a rule with the same title on both sides is
+    kept too (its device list changed, e.g. one more NIC in a mixed-link-layer finding)."""
     ka = {_finding_key(f): f for f in doc_a.get("findings", [])}
     kb = {_finding_key(f): f for f in doc_b.get("findings", [])}
-    return {"fixed": [f for k, f in ka.items() if k not in kb], "new": [f for k, f in kb.items() if k not in ka],
-            "kept": [f for k, f in kb.items() if k in ka]}
+    kept = [f for k, f in kb.items() if k in ka]
+    left_a = [f for k, f in ka.items() if k not in kb]
+    left_b = [f for k, f in kb.items() if k not in ka]
+    fixed = []
+    for f in left_a:
+        twin = next((g for g in left_b if (g.get("rule"), g.get("title")) == (f.get("rule"), f.get("title"))), None)
+        if twin is None:
+            fixed.append(f)
+        else:
+            left_b.remove(twin)
+            kept.append({**twin, "devices_before": f.get("devices") or []})
+    return {"fixed": fixed, "new": left_b, "kept": kept}
 
 
 def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
@@ -356,7 +371,7 @@ def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     summary.extend(f"{lk['device']} link {lk['before'] or 'none'} -> {lk['after'] or 'none'}" for lk in links)
     if nic_order:
         summary.append("NICs in another order: GPUs pick different NICs (" +
-                       ", ".join(f"{e['gpu']} {e['before']['nic']} -> {e['after']['nic']}"
+                       ", ".join(f"{e['gpu']}: {e['after']['nic']} instead of {e['before']['nic']}"
                                  for e in gpu_nic if e["before"] and e["after"]
                                  and e["before"]["nic"] != e["after"]["nic"])[:300] + ")")
     summary.extend(e["text"] for e in gpu_nic if not nic_order)

@@ -83,7 +83,7 @@ def _gbs(e: Mapping | None) -> float | None:
 
 
 def _base_layout(title: str, height: int, **extra: Any) -> dict:
-    layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), height=height, font=FONT,
+    layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), height=height, font=FONT, template="none",
                   margin=dict(l=10, r=10, t=48, b=10), paper_bgcolor="#ffffff", plot_bgcolor="#ffffff",
                   hoverlabel=dict(font=dict(size=12)), legend=dict(font=dict(size=11)))
     layout.update(extra)
@@ -133,15 +133,16 @@ def node_positions(doc: Mapping) -> dict[str, tuple[float, float]]:
     bottom = max(inner) + 1
     pos = {}
     for nid, x in pos_x.items():
-        d = bottom if nodes[nid]["kind"] in LEAF_KINDS else depth[nid]
-        if nodes[nid]["kind"] in LEAF_KINDS and nodes[nid].get("parent") not in nodes:
-            d = bottom  # unattached devices still sit on the device row
-        pos[nid] = (x, -float(d))
+        kind = nodes[nid]["kind"]
+        d = float(bottom if kind in LEAF_KINDS else depth[nid])
+        if kind == "gpu":
+            d += 0.5  # GPUs half a row below NICs and drives, so neighbouring labels never collide
+        pos[nid] = (x, -d)
     gpus = [pos[i][0] for i in pos if nodes[i]["kind"] == "gpu"]
     for nid, n in nodes.items():
         if n["kind"] == "nvswitch":
             mid = (min(gpus) + max(gpus)) / 2 if gpus else 0.0
-            pos[nid] = (mid, -float(bottom) - 1.3)
+            pos[nid] = (mid, -float(bottom) - 1.6)
     return pos
 
 
@@ -177,9 +178,7 @@ def _node_hover(n: Mapping, doc: Mapping, nic_facts: Mapping, gpu_facts: Mapping
 
 def _short(n: Mapping, nic_facts: Mapping) -> str:
     if n["kind"] == "nic":
-        f = nic_facts.get(n["id"], {})
-        rate = f"{f['rate_gbps']:g}G" if isinstance(f.get("rate_gbps"), (int, float)) else ""
-        return f"{esc(n['id'])}<br>{rate}" if rate else esc(n["id"])
+        return esc(n["id"])
     if n["kind"] == "gpu":
         return esc(n["id"])
     if n["kind"] == "cpu":
@@ -213,7 +212,7 @@ def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
 
 
 def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
-                height: int = 520) -> go.Figure:
+                height: int = 600, legend: bool = True) -> go.Figure:
     """The host drawn as the hardware is laid out.
 
     Traces: PCIe links by bandwidth band (dashed when inferred), degraded links, NVLink bundles,
@@ -249,8 +248,8 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
             degraded["x"] += [x0, x1, None]
             degraded["y"] += [y0, y1, None]
         if link and link.get("kind") == "pcie":
-            labels_x.append(x0 + (x1 - x0) * 0.55)
-            labels_y.append(y0 + (y1 - y0) * 0.55)
+            labels_x.append(x0 + (x1 - x0) * 0.5)
+            labels_y.append(y0 + (y1 - y0) * 0.5)
             labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}")
             note = f"<br>{esc(link['note'])}" if link.get("note") else ""
             labels_hover.append(f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
@@ -303,8 +302,15 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         gx = [pos[g][0] for g in to_switch if g in pos]
         data.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip",
                          line=dict(color="#0b7285", width=3), name="NVLink bundle to NVSwitch (NV# = links)"))
-        data.append(dict(type="scatter", mode="text", x=tx, y=ty, text=tt, showlegend=False, hoverinfo="skip",
-                         textfont=dict(size=10, color="#0b7285"), name="NVLink counts"))
+        bws = {gbs for _, gbs in to_switch.values()}
+        if len(set(tt)) == 1:
+            bw = f", {_fmt(next(iter(bws)))} GB/s per direction" if len(bws) == 1 else ""
+            annotations.append(dict(x=max(gx) + 0.3 if gx else sx, y=sy, xanchor="left", yanchor="middle",
+                                    showarrow=False, text=f"NVSwitch: {tt[0]} per GPU{bw}",
+                                    font=dict(size=10, color="#0b7285")))
+        else:
+            data.append(dict(type="scatter", mode="text", x=tx, y=[sy + 0.35] * len(tx), text=tt, showlegend=False,
+                             hoverinfo="skip", textfont=dict(size=9, color="#0b7285"), name="NVLink counts"))
         if gx:
             data.append(dict(type="scatter", mode="lines", x=[min(gx) - 0.3, max(gx) + 0.3], y=[sy, sy],
                              line=dict(color="#0b7285", width=10), hoverinfo="skip", showlegend=False,
@@ -402,15 +408,17 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
 
     xs = [p[0] for p in pos.values()] or [0]
     ys = [p[1] for p in pos.values()] or [0]
+    if to_switch and nvs in pos:
+        xs.append(max(xs) + 2.5)  # room for the NVSwitch note
     axis = dict(visible=False, showgrid=False, zeroline=False, fixedrange=False)
     mode = (doc.get("graph") or {}).get("mode")
-    subtitle = " (layout inferred from nvidia-smi topo -m: dashed / hollow = inferred)" if mode == "inferred" else ""
+    subtitle = " (inferred from topo -m: dashed / hollow)" if mode == "inferred" else ""
     layout = _base_layout(title or f"{esc(doc.get('hostname'))}: PCIe, NVLink and NICs{subtitle}", height,
                           xaxis=dict(axis, range=[min(xs) - 0.8, max(xs) + 0.8]),
                           yaxis=dict(axis, range=[min(ys) - 0.9, max(ys) + 0.7]),
                           shapes=shapes, annotations=annotations, hovermode="closest", dragmode="pan",
                           legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=10.5)),
-                          margin=dict(l=10, r=10, t=42, b=10))
+                          showlegend=legend, margin=dict(l=10, r=10, t=42, b=10))
     if not nodes:
         layout["annotations"] = [dict(text="No devices in this snapshot", showarrow=False, x=0, y=0)]
     return go.Figure(data=data, layout=layout)
@@ -439,7 +447,7 @@ def gpu_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
             text[a][b] = label
             hover[a][b] = h
     data = [dict(type="heatmap", z=z, x=gpus, y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis",
+                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0,
                  colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
                  xgap=1, ygap=1, name="GPU x GPU")]
     layout = _base_layout("GPU x GPU: path class and bottleneck (* = no P2P)", height,
@@ -470,7 +478,7 @@ def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
                        f"{_fmt(c.get('bandwidth_gbs'))} GB/s per direction<br>GPUDirect RDMA "
                        f"{'on' if c.get('gdr') else 'off'}" + ("<br>NCCL picks this NIC for this GPU" if pick else ""))
     data = [dict(type="heatmap", z=z, x=[esc(n) for n in nics], y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis",
+                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0,
                  colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
                  xgap=1, ygap=1, name="GPU x NIC")]
     layout = _base_layout("GPU x NIC: [ ] = NIC NCCL picks, + = GPUDirect RDMA", height,
@@ -505,11 +513,12 @@ def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) 
     annotations: list[dict] = []
     shapes: list[dict] = []
     bottleneck = path.get("bottleneck")
-    points = []  # (name, host, id)
-    for h in hops:
+    points = []  # (name, host, id): a point belongs to the host of either hop touching it
+    for i, h in enumerate(hops):
         if not points:
             points.append((h["from"], h.get("host"), h.get("from_id")))
-        points.append((h["to"], h.get("host"), h.get("to_id")))
+        nxt = hops[i + 1] if i + 1 < len(hops) else {}
+        points.append((h["to"], h.get("host") or nxt.get("host"), h.get("to_id")))
     for i, h in enumerate(hops):
         gbs = _gbs(h)
         band = band_of(gbs)

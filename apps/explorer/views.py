@@ -167,10 +167,14 @@ def path(request: HttpRequest) -> HttpResponse:
         other = next((o for o in options if o["id"] != left.pk and o["gpus"]), None)
         right = ex.snapshot_with_host(other["id"]) if other else left
     if left is not None:
-        ctx["fig_left"] = figures.host_figure(ingest.get_snapshot_doc(left.pk), height=440).to_json()
+        ctx["fig_left"] = figures.host_figure(
+            ingest.get_snapshot_doc(left.pk), height=440, legend=False,
+            title=f"{figures.esc(left.host.hostname)}: click a GPU to set the source").to_json()
         ctx["left"] = left
     if right is not None:
-        ctx["fig_right"] = figures.host_figure(ingest.get_snapshot_doc(right.pk), height=440).to_json()
+        ctx["fig_right"] = figures.host_figure(
+            ingest.get_snapshot_doc(right.pk), height=440, legend=False,
+            title=f"{figures.esc(right.host.hostname)}: click a GPU to set the destination").to_json()
         ctx["right"] = right
     ctx["pickers"] = {"options": options}
     return render(request, "explorer/path.html", ctx)

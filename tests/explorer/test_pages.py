@@ -203,7 +203,7 @@ def test_compare_highlights_the_change(signed_in):
     assert "mlx5_0: port Active, 400 Gb/s -&gt; Down" in body
     fig_b = figure(body, "fig-b-data")
     assert any(t.get("meta") == "highlight-changed" for t in fig_b["data"])
-    assert "GPU0 -&gt;" in body  # GPU0 loses its PIX NIC
+    assert "GPU0 -&gt; mlx5_3 (was mlx5_0)" in body  # GPU0 loses its PIX NIC
 
 
 def test_cluster_at_two_moments(signed_in):

@@ -1,0 +1,97 @@
+"""figures.py: pure figure builders, checked on fig.data without a browser."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from apps.domain.analysis import analyze_host, path_between
+from apps.explorer import figures
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+TOPO = (FIX / "nvidia_smi_topo" / "mooncake_issue_8xnv18_12nic_cpuset_list.txt").read_text()
+IBSTAT = (FIX / "ibstat" / "mooncake_issue_8x_cx7_ndr_plus_cx6dx_eth.txt").read_text()
+K80 = (FIX / "nvidia_smi_topo" / "hpc_blog_k80_4gpu_mlx4_soc_cpuset.txt").read_text()
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return analyze_host({"nvidia_smi_topo": TOPO, "ibstat": IBSTAT}, "n1").to_dict()
+
+
+def by_meta(fig, meta):
+    return [t for t in fig.data if t.meta == meta]
+
+
+def test_layout_sockets_on_top_devices_at_the_bottom(doc):
+    pos = figures.node_positions(doc)
+    kinds = {n["id"]: n["kind"] for n in doc["graph"]["nodes"]}
+    top = max(y for _, y in pos.values())
+    assert all(pos[i][1] == top for i, k in kinds.items() if k == "cpu")
+    gpu_y = {pos[i][1] for i, k in kinds.items() if k == "gpu"}
+    nic_y = {pos[i][1] for i, k in kinds.items() if k == "nic"}
+    switch_y = [pos[i][1] for i, k in kinds.items() if k == "switch"]
+    assert len(gpu_y) == 1 and len(nic_y) == 1 and max(gpu_y | nic_y) < min(switch_y)
+    nvs = next(i for i, k in kinds.items() if k == "nvswitch")
+    assert pos[nvs][1] < min(gpu_y)
+
+
+def test_gpus_and_nics_differ_in_shape_and_colour_and_inferred_is_hollow(doc):
+    fig = figures.host_figure(doc)
+    gpu, nic = by_meta(fig, "gpu")[0], by_meta(fig, "nic")[0]
+    assert gpu.marker.symbol != nic.marker.symbol and gpu.marker.color != nic.marker.color
+    assert gpu.marker.symbol.endswith("-open") and "(inferred)" in gpu.name  # topo -m alone: inferred
+    assert [c[1] for c in gpu.customdata] == [f"GPU{i}" for i in range(8)]
+    assert any("NIC port not Active" in (t.name or "") for t in fig.data)  # mlx5_1, mlx5_2 are Down
+    assert any("NVSwitch: NV18 per GPU" in a.text for a in fig.layout.annotations)
+
+
+def test_p2p_gaps_and_degraded_links_are_drawn():
+    d = analyze_host({"nvidia_smi_topo": K80}, "k80").to_dict()
+    assert d["p2p_gaps"], "this real capture has GPU pairs across sockets"
+    fig = figures.host_figure(d)
+    assert any((t.name or "").startswith("no P2P") for t in fig.data)
+    d2 = copy.deepcopy(d)
+    gpu0 = next(n for n in d2["graph"]["nodes"] if n["id"] == "GPU0")
+    edge = next(e for e in d2["graph"]["edges"] if e["target"] == "GPU0" and e["kind"] == "pcie")
+    edge.update(source=gpu0["parent"], width=8, max_width=16, degraded=True)
+    assert any((t.name or "").startswith("degraded link") for t in figures.host_figure(d2).data)
+
+
+def test_names_from_nodes_are_escaped(doc):
+    d = copy.deepcopy(doc)
+    d["hostname"] = "<b>x</b>"
+    for n in d["graph"]["nodes"]:
+        if n["id"] == "GPU0":
+            n["label"] = "<img src=x onerror=alert(1)>"
+    fig = figures.host_figure(d)
+    text = fig.to_json()
+    assert "<img" not in text and "&lt;img src=x" in text and "&lt;b&gt;x&lt;" in fig.layout.title.text
+
+
+def test_matrices_show_classes_and_the_chosen_nic(doc):
+    g = figures.gpu_matrix_figure(doc).data[0]
+    assert g.text[0][1] == "NV18" and g.z[0][1] > 0 and g.z[0][0] is None
+    n = figures.nic_matrix_figure(doc).data[0]
+    j = list(n.x).index("mlx5_0")
+    assert n.text[0][j] == "[PIX+]"  # GPU0 picks mlx5_0 with GPUDirect RDMA
+
+
+def test_path_marks_one_bottleneck_and_both_hosts(doc):
+    other = {**doc, "hostname": "n2"}
+    p = path_between(doc, "GPU5", other, "GPU5")
+    fig = figures.path_figure(p, [doc, other])
+    assert len(by_meta(fig, "bottleneck")) == 1
+    assert len(by_meta(fig, "hop")) + 1 == len(p["hops"])
+    hosts = [a.text for a in fig.layout.annotations if a.text in ("<b>n1</b>", "<b>n2</b>")]
+    assert hosts == ["<b>n1</b>", "<b>n2</b>"]
+
+
+def test_capacity_has_a_log2_node_axis_and_one_line_per_layout(doc):
+    fig = figures.capacity_figure([("A", doc), ("B", doc)])
+    assert len(fig.data) == 2 and fig.layout.xaxis.type == "log"
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
+    assert list(fig.data[0].x)[-1] == 64
+    assert "GB/s" in fig.layout.yaxis.title.text and "nodes" in fig.layout.xaxis.title.text
