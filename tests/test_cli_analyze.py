@@ -65,13 +65,13 @@ def test_path_marks_the_bottleneck_and_explains() -> None:
     out, _ = run("path", "--bundle", str(P40), "--bundle", str(A100), "--src", "paddle-8xp40/GPU5",
                  "--dst", "deepep-a100-node/GPU5")
     lines = out.splitlines()
-    assert lines[0] == "paddle-8xp40/GPU5 -> deepep-a100-node/GPU5 (net)"
+    assert lines[0] == "paddle-8xp40/GPU5 -> deepep-a100-node/GPU5 (net; GB/s per direction)"
     marked = [line for line in lines if line.endswith("<== bottleneck")]
     # journey 1: no NIC on GPU5's switch, so host memory and the inter-socket link (assumed
     # NCCL SKL class, 10 GB/s) are the slowest part, slower than the 100 Gb/s port
-    assert len(marked) == 1 and "[inter_socket]" in marked[0]
+    assert len(marked) == 1 and "[inter socket]" in marked[0] and "assumed" in marked[0]
     assert "has no NIC behind its PCIe switch" in out
-    assert "host_memory_copy" in out
+    assert "[host memory copy]" in out
 
 
 def test_path_json_between_two_hosts() -> None:

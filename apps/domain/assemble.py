@@ -586,7 +586,8 @@ class _Builder:
             dev = pci.get(bdf) if bdf else None
             label = label_of.get(key) or (key if p.get("device") is None else None)
             if p.get("device") and p.get("port", 1) not in (None, 1):
-                label = None
+                # port 2+ of an HCA: topo -m has one column per HCA; the port shares its label
+                label = label_of.get(p["device"])
             out.append(NicFact(
                 name=key, label=label, device=p.get("device"), port=p.get("port"), bdf=bdf,
                 state=p.get("state"), phys_state=p.get("phys_state"), rate_gbps=p.get("rate_gbps"),

@@ -278,6 +278,8 @@ class _Build:
                 assumed = ("GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50); "
                            + bw.SEND_GPU_QUERY)
         nv_assumed = assumed is not None
+        if not f.gpu_model and f.gpus:
+            self.used.add("gpu")  # say the model is unknown (and what was assumed) either way
         if nv_assumed and (peers or fabric_links or nvswitch_bdfs):
             self.used.add("gpu")
         hidden = self._hidden_fabric(peers, fabric_links, nvswitch_bdfs)
@@ -636,7 +638,7 @@ class _Build:
             node_of[g.name] = g.name
         nic_by_label = {}
         for n in f.nics:
-            if n.label:
+            if n.label and n.label not in nic_by_label:  # port 1 (listed first) holds the label's cell
                 nic_by_label[n.label] = n
                 node_of[n.label] = n.name
         labels = [lb for lb in labels if lb in node_of]
@@ -783,6 +785,10 @@ class _Build:
         n = nic_by_label[label]
         self.add_nic(n, n.name, parent, numa, inferred=True)
         self._inferred_link(n.name, parent, gen, note)
+        for m in self.f.nics:  # further ports of the same HCA (mlx5_0:2): same place, own node
+            if m is not n and m.label == label and m.name not in self.G:
+                self.add_nic(m, m.name, parent, numa, inferred=True)
+                self._inferred_link(m.name, parent, gen, note)
 
     # checks ---------------------------------------------------------------------------------
     def check_against_topo(self, exact: bool) -> None:
@@ -794,7 +800,7 @@ class _Build:
             if g.name in G:
                 nodes[g.name] = g.name
         for n in f.nics:
-            if n.label and n.name in G:
+            if n.label and n.name in G and n.label not in nodes:
                 nodes[n.label] = n.name
         labels = [lb for lb in f.topo_labels if lb in nodes]
         what = "the PCI tree" if exact else "the inferred layout"

@@ -95,38 +95,90 @@ def _table(headers: list[str], rows: list[list]) -> list[str]:
     return out
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _model(s: dict) -> str:
+    if s.get("gpu_model"):
+        return s["gpu_model"]
+    if s.get("gpu_model_assumed"):
+        return f"model unknown, assumed {s['gpu_model_assumed']}"
+    return "model unknown"
+
+
+def _nic_states(s: dict) -> str:
+    known = s.get("nic_state_count")
+    if known is None:
+        known = s["nic_count"]
+    if s["nic_count"] and known == 0:
+        return "state unknown: send ibstat"
+    unknown = s["nic_count"] - known
+    return f"{s['active_nic_count']} active" + (f", {unknown} state unknown" if unknown else "")
+
+
+def _bw(value, assumed: bool) -> str:
+    return _g(value) + ("*" if assumed and value is not None else "")
+
+
+def _any_assumed(hops) -> bool:
+    return any(h.get("assumed") for h in hops or [])
+
+
 def render_text(doc: dict) -> str:
-    """Readable tables of a snapshot document: pairs, GPU->NIC, contention, findings, estimate."""
+    """Readable tables of a snapshot document: pairs, GPU->NIC, contention, findings, estimate.
+
+    Bandwidths are GB/s per direction; a ``*`` marks a figure that rests on an assumption (listed
+    under "Assumptions" with what to send to know)."""
     s = doc["summary"]
-    lines = [f"host {doc['hostname']}: {s['gpu_count']} GPU ({_g(s['gpu_model'])}), {s['nic_count']} NIC ports "
-             f"({s['active_nic_count']} active), {s['sockets']} socket(s)"
-             + (", layout inferred from topo -m" if doc["inferred"] else ""), ""]
-    lines.append("GPU pairs (GB/s per direction, expected):")
-    lines += _table(["a", "b", "class", "mechanism", "p2p", "GB/s", "why"],
-                    [[p["a"], p["b"], p["path_class"], p["mechanism"], "yes" if p["p2p"] else "no",
-                      p["bottleneck_gbs"], p["reason"]] for p in doc["gpu_pairs"]])
-    lines += ["", "GPU -> NIC (the NIC NCCL would use):"]
-    lines += _table(["gpu", "nic", "class", "GDR", "GB/s", "PXN via", "why"],
-                    [[e["gpu"], e["nic"], e["path_class"], "yes" if e["gdr"] else "no", e["bandwidth_gbs"],
-                      e["pxn_via"], e["reason"]] for e in doc["gpu_nic"]])
+    how = {"inferred": ", layout inferred from topo -m", "nccl_xml": ", layout from NCCL's topology XML",
+           "hwloc_xml": ", layout from hwloc XML", "none": ", no layout source"}.get(doc["graph"].get("mode"), "")
+    lines = [f"host {doc['hostname']}: {_n(s['gpu_count'], 'GPU')} ({_model(s)}), "
+             f"{_n(s['nic_count'], 'NIC port')} ({_nic_states(s)}), {_n(s['sockets'], 'CPU socket')}{how}", ""]
+    starred = False
+    if doc["gpu_pairs"]:
+        lines.append("GPU pairs (GB/s per direction, expected):")
+        rows = []
+        for p in doc["gpu_pairs"]:
+            a = _any_assumed(p["hops"])
+            starred |= a and p["bottleneck_gbs"] is not None
+            rows.append([p["a"], p["b"], p["path_class"], p["mechanism"].replace("_", " "),
+                         "yes" if p["p2p"] else "no", _bw(p["bottleneck_gbs"], a), p["reason"]])
+        lines += _table(["a", "b", "class", "how", "P2P", "GB/s", "why"], rows)
+    if doc["gpu_nic"]:
+        lines += ["", "GPU -> NIC (the NIC NCCL would use; GB/s per direction):"]
+        rows = []
+        for e in doc["gpu_nic"]:
+            a = _any_assumed(e["hops"])
+            starred |= a and e["bandwidth_gbs"] is not None
+            nic = e["nic"] + (f" ({e['label']})" if e.get("label") and e["label"] != e["nic"] else "")
+            rows.append([e["gpu"], nic, e["path_class"], "yes" if e["gdr"] else "no", _bw(e["bandwidth_gbs"], a),
+                         e["pxn_via"], e["reason"]])
+        lines += _table(["gpu", "nic", "class", "GDR", "GB/s", "PXN via", "why"], rows)
+    elif doc["nics"]:
+        lines += ["", "GPU -> NIC: no active NIC port reachable from the GPUs."]
     if doc["contention"]:
-        lines += ["", "Shared links (demand / capacity):"]
+        lines += ["", "Shared links (GB/s per direction, demand / capacity):"]
         lines += _table(["scenario", "element", "flows", "demand", "capacity", "ratio", "devices"],
                         [[c["scenario"], c["label"], c["flows"], c["demand_gbs"], c["capacity_gbs"],
                           f"{c['ratio']:.2f}x", ", ".join(c["devices"])] for c in doc["contention"]])
     lines += ["", f"Findings ({len(doc['findings'])}):"]
     for f in doc["findings"]:
-        lines.append(f"  [{f['severity']}] {f['rule']} {f['title']} ({', '.join(f['devices'])})")
+        devices = f" ({', '.join(f['devices'])})" if f["devices"] else ""
+        lines.append(f"  [{f['severity']}] {f['rule']} {f['title']}{devices}")
         lines.append(f"      {f['message']}")
         lines.append(f"      fix: {f['fix']}")
     est = doc["estimate"] or {}
     if est.get("points"):
-        lines += ["", f"Expected all-reduce busbw (limiting link: {_g(est.get('limiting_link'))}):"]
+        lines += ["", f"Expected all-reduce busbw, GB/s (limiting link: {_g(est.get('limiting_link'))}):"]
         lines += _table(["nodes", "busbw GB/s", "limit"],
                         [[p["nodes"], p["busbw_gbs"], p["limit"]] for p in est["points"]])
     if doc["nccl_settings"]:
         lines += ["", "NCCL settings:"]
         lines += [f"  {x['name']}={x['value']}  # {x['reason']}" for x in doc["nccl_settings"]]
+    if doc.get("assumptions"):
+        lines += ["", "Assumptions" + (" (* in the tables):" if starred else ":")]
+        lines += [f"  {a}" for a in doc["assumptions"]]
     if doc["warnings"]:
         lines += ["", "Warnings:"] + [f"  {w}" for w in doc["warnings"]]
     return "\n".join(lines)

@@ -51,16 +51,28 @@ def _g(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
+def _figures(h: dict) -> str:
+    if h["spec_gbs"] is None and h["expected_gbs"] is None:
+        return {"cpu_link": "inside the CPU", "host_memory_copy": "copy in host memory"}.get(
+            h["kind"], "bandwidth not reported")
+    text = f"{_g(h['expected_gbs'])} GB/s expected (spec {_g(h['spec_gbs'])})"
+    return text + (", assumed" if h.get("assumed") else "")
+
+
 def render_path(result: dict) -> str:
-    lines = [f"{result['src']} -> {result['dst']} ({result['mechanism']})"]
+    """Hop list, GB/s per direction; the slowest hop marked; each distinct note printed once."""
+    lines = [f"{result['src']} -> {result['dst']} ({result['mechanism']}; GB/s per direction)"]
+    seen: set[str] = set()
     for i, h in enumerate(result["hops"]):
         where = f"{h['host']}: " if h.get("host") else "fabric: "
-        row = (f"  {i + 1:>2}. {where}{h['from']} -> {h['to']}  [{h['kind']}]  spec {_g(h['spec_gbs'])} GB/s, "
-               f"expected {_g(h['expected_gbs'])} GB/s, flows {h.get('flows', 1)}")
+        flows = h.get("flows", 1) or 1
+        row = (f"  {i + 1:>2}. {where}{h['from']} -> {h['to']}  [{h['kind'].replace('_', ' ')}]  {_figures(h)}"
+               + (f", shared by {flows} flows" if flows > 1 else ""))
         if i == result["bottleneck"]:
             row += "  <== bottleneck"
         lines.append(row)
-        if h.get("note"):
+        if h.get("note") and h["note"] not in seen:
+            seen.add(h["note"])
             lines.append(f"        {h['note']}")
     lines.append(f"bottleneck: {_g(result['bottleneck_gbs'])} GB/s per direction")
     lines.append(result["explanation"])
