@@ -1,0 +1,79 @@
+"""Page benchmarks: server time and payload of the host, cluster (256 and 1,024 hosts), path and
+compare pages, through Django's test client against the bench PostgreSQL database filled by the
+generator (``bench.db``). Server time is the whole request in-process (middleware, queries,
+figures, template); payload is the HTML as sent and gzip-compressed (what a browser downloads
+behind a compressing proxy).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from bench import db
+from bench.timing import Measure, measure
+
+CLUSTERS = (("synth-256", 256), ("synth-1024", 1024))
+
+
+def prepare() -> dict:
+    """Fill the clusters; give one host a second snapshot (a fault since) for the compare page."""
+    db.setup()
+    from apps.ingest import services
+    from apps.ingest.models import Snapshot
+    from bench.synth import apply_fault
+
+    clusters = {name: db.fill_cluster(name, n) for name, n in CLUSTERS}
+    small = clusters["synth-256"]
+    # the first host whose layout can show a port down, reported again with the port down
+    for host in small.hosts.order_by("hostname"):
+        snaps = list(Snapshot.objects.filter(host=host).order_by("pk"))
+        report = json.loads(snaps[0].upload.raw)
+        faulty = apply_fault(report["sections"], "port_down") if report["meta"].get("fault") is None else None
+        if len(snaps) >= 2 or faulty is not None:
+            if len(snaps) < 2:
+                report["sections"], report["meta"]["fault"] = faulty, "port_down"
+                report["collected_at"] = "2025-02-01T12:00:00Z"
+                services.submit_report(cluster=small, report=report, via="import", source_name="bench.synth")
+            compare_host = host
+            break
+    else:
+        compare_host = small.hosts.order_by("hostname").first()
+    hosts = list(small.hosts.order_by("hostname")[:2])
+    return {"clusters": clusters, "compare_host": compare_host, "hosts": hosts}
+
+
+def client():
+    from django.test import Client
+
+    c = Client()
+    c.force_login(db.bench_user())
+    return c
+
+
+def page(c, name: str, url: str, runs: int = 15, target_ms: float | None = None) -> list[Measure]:
+    resp = c.get(url)
+    if resp.status_code != 200:
+        raise RuntimeError(f"{name}: GET {url} answered {resp.status_code}")
+    size = len(resp.content)
+    zipped = len(gzip.compress(resp.content, 6))
+    m = measure(f"page {name}", lambda: c.get(url), runs=runs, warmup=2, target_ms=target_ms,
+                note=f"GET {url}; {size / 1024:.0f} KiB HTML, {zipped / 1024:.0f} KiB gzip")
+    return [m, Measure(f"payload {name}", size / 1024, size / 1024, size / 1024, 1, unit="KiB",
+                       note=f"gzip {zipped / 1024:.1f} KiB")]
+
+
+def run() -> list[Measure]:
+    ctx = prepare()
+    c = client()
+    rows: list[Measure] = []
+    h = ctx["hosts"][0]
+    rows += page(c, "host", f"/c/{h.cluster.name}/h/{h.hostname}/")
+    for name, n in CLUSTERS:
+        rows += page(c, f"cluster {n} hosts", f"/c/{name}/", runs=7 if n > 500 else 11)
+    a, b = ctx["hosts"][0], ctx["hosts"][1]
+    rows += page(c, "path (2 hosts)", f"/path/?src={a.cluster.name}/{a.hostname}/GPU0"
+                                      f"&dst={b.cluster.name}/{b.hostname}/GPU1")
+    ch = ctx["compare_host"]
+    rows += page(c, "compare (2 snapshots)", f"/c/{ch.cluster.name}/h/{ch.hostname}/compare/")
+    return rows

@@ -1,0 +1,58 @@
+"""A Celery worker for the reliability tests: the project's worker plus a trace and delay hook.
+
+``python -m tests.reliability.worker [celery worker options]``. When ``TOPOWEB_TEST_TRACE`` names a
+file, every analysis appends ``start <hostname> <pid>`` and ``end <hostname> <pid>`` lines to it;
+hosts whose name starts with ``TOPOWEB_TEST_SLOW_PREFIX`` (default ``synth-slow``) are held
+``TOPOWEB_TEST_DELAY`` seconds (default 0) before their analysis, so a test can kill the worker
+in the middle of a task. Test-only: production workers are started with ``celery -A topoweb worker``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def install_hook() -> None:
+    from apps.ingest import services
+
+    original = services._analyze
+    trace = os.environ.get("TOPOWEB_TEST_TRACE")
+    prefix = os.environ.get("TOPOWEB_TEST_SLOW_PREFIX", "synth-slow")
+    delay = float(os.environ.get("TOPOWEB_TEST_DELAY", "0"))
+
+    def note(event: str, host: str) -> None:
+        if trace:
+            with open(trace, "a") as f:
+                f.write(f"{event} {host} {os.getpid()}\n")
+
+    def analyze(raw: str):
+        try:
+            host = json.loads(raw).get("hostname", "?")
+        except ValueError:
+            host = "?"
+        note("start", host)
+        if delay and str(host).startswith(prefix):
+            time.sleep(delay)
+        out = original(raw)
+        note("end", host)
+        return out
+
+    services._analyze = analyze
+
+
+def main(argv: list[str]) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.reliability.stack_settings")
+    import django
+
+    django.setup()
+    install_hook()
+    from topoweb.celery import app
+
+    app.worker_main(["worker", "--loglevel=WARNING", "--without-gossip", "--without-mingle", *argv])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
