@@ -79,3 +79,27 @@ def test_path_json_between_two_hosts() -> None:
                  "--dst", "paddle-8xp40/GPU0", "--format", "json")
     p = json.loads(out)
     assert p["gdr_src"] is True and p["gdr_dst"] is False
+
+
+def test_text_says_what_is_unknown_and_what_was_assumed() -> None:
+    out, _ = run("analyze", "--topo", str(P40 / "nvidia_smi_topo.txt"), "--hostname", "p40", "--format", "text")
+    head = out.splitlines()[0]
+    assert "1 NIC port (state unknown: send ibstat)" in head and "0 active" not in head
+    assert "model unknown" in head
+    assert "13.9*" in out  # assumed Gen3 x16 figures are starred ...
+    assert "\nAssumptions (* in the tables):\n" in out  # ... and explained once
+    assert "SKL_QPI_BW" in out and "lspci -vvv" in out
+    assert "{" not in out and "None" not in out  # no Python reprs
+
+
+def test_text_names_the_assumed_gpu_class() -> None:
+    out, _ = run("analyze", "--bundle", str(BUNDLES / "dgx_a100_ash6"), "--format", "text")
+    assert "(model unknown, assumed A100-class" in out.splitlines()[0]
+
+
+def test_json_keeps_the_documented_keys_and_adds_assumptions() -> None:
+    from apps.domain.analysis import DOC_KEYS
+
+    doc = json.loads(run("analyze", "--bundle", str(P40))[0])
+    assert set(DOC_KEYS) <= set(doc) and isinstance(doc["assumptions"], list) and doc["assumptions"]
+    assert all("assumed" in e for e in doc["graph"]["edges"])
