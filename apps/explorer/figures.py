@@ -247,7 +247,7 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         if link and link.get("degraded"):
             degraded["x"] += [x0, x1, None]
             degraded["y"] += [y0, y1, None]
-        if link and link.get("kind") == "pcie":
+        if link and link.get("kind") == "pcie" and (link.get("gen") or link.get("width")):
             labels_x.append(x0 + (x1 - x0) * 0.5)
             labels_y.append(y0 + (y1 - y0) * 0.5)
             labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}")
@@ -305,7 +305,7 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         bws = {gbs for _, gbs in to_switch.values()}
         if len(set(tt)) == 1:
             bw = f", {_fmt(next(iter(bws)))} GB/s per direction" if len(bws) == 1 else ""
-            annotations.append(dict(x=max(gx) + 0.3 if gx else sx, y=sy, xanchor="left", yanchor="middle",
+            annotations.append(dict(x=sx, y=sy, yshift=-16, xanchor="center", yanchor="top",
                                     showarrow=False, text=f"NVSwitch: {tt[0]} per GPU{bw}",
                                     font=dict(size=10, color="#0b7285")))
         else:
@@ -378,7 +378,14 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
     for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
         symbol, size, colour, label = KIND_STYLE[kind]
         ids.sort(key=_natural)
-        trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "nic", "cpu") else "markers",
+        if kind == "nic":  # NICs sit close together: staggered annotations keep their names apart
+            ordered = sorted(ids, key=lambda i: pos[i][0])
+            for k, i in enumerate(ordered):
+                near = k > 0 and pos[i][0] - pos[ordered[k - 1]][0] < 1.5 and pos[i][1] == pos[ordered[k - 1]][1]
+                stagger = near and annotations[-1].get("yshift") == -15
+                annotations.append(dict(x=pos[i][0], y=pos[i][1], text=_short(nodes[i], nic_facts), showarrow=False,
+                                        yshift=-27 if stagger else -15, font=dict(size=9.5, color="#5f3dc4")))
+        trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "cpu") else "markers",
                      x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids],
                      text=[_short(nodes[i], nic_facts) for i in ids],
                      textposition="top center" if kind == "cpu" else "bottom center",
@@ -409,7 +416,7 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
     xs = [p[0] for p in pos.values()] or [0]
     ys = [p[1] for p in pos.values()] or [0]
     if to_switch and nvs in pos:
-        xs.append(max(xs) + 2.5)  # room for the NVSwitch note
+        ys.append(min(ys) - 0.5)  # room for the NVSwitch note
     axis = dict(visible=False, showgrid=False, zeroline=False, fixedrange=False)
     mode = (doc.get("graph") or {}).get("mode")
     subtitle = " (inferred from topo -m: dashed / hollow)" if mode == "inferred" else ""
@@ -446,8 +453,9 @@ def gpu_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
             z[a][b] = p.get("bottleneck_gbs")
             text[a][b] = label
             hover[a][b] = h
+    zmax = max((v for row in z for v in row if v is not None), default=1.0)
     data = [dict(type="heatmap", z=z, x=gpus, y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0,
+                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0, zmax=zmax,
                  colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
                  xgap=1, ygap=1, name="GPU x GPU")]
     layout = _base_layout("GPU x GPU: path class and bottleneck (* = no P2P)", height,
@@ -477,8 +485,9 @@ def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
         hover[i][j] = (f"{esc(c['gpu'])} - {esc(c['nic'])}: <b>{esc(c.get('path_class'))}</b>, "
                        f"{_fmt(c.get('bandwidth_gbs'))} GB/s per direction<br>GPUDirect RDMA "
                        f"{'on' if c.get('gdr') else 'off'}" + ("<br>NCCL picks this NIC for this GPU" if pick else ""))
+    zmax = max((v for row in z for v in row if v is not None), default=1.0)
     data = [dict(type="heatmap", z=z, x=[esc(n) for n in nics], y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0,
+                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0, zmax=zmax,
                  colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
                  xgap=1, ygap=1, name="GPU x NIC")]
     layout = _base_layout("GPU x NIC: [ ] = NIC NCCL picks, + = GPUDirect RDMA", height,

@@ -48,3 +48,8 @@ def page(browser, live_server, django_user_model):
 def shot(page, name: str, full_page: bool = True) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
+
+
+def shot_element(page, selector: str, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator(selector).screenshot(path=str(SHOTS / f"{name}.png"))

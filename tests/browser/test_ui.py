@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.ingest.models import Snapshot
-from tests.browser.conftest import shot
+from tests.browser.conftest import shot, shot_element
 from tests.explorer import helpers as h
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -70,6 +70,8 @@ def test_cluster_host_path_journey(page, live_server):
     }""")
     assert counts["gpu"] == 8 and counts["nic"] == 12 and counts["svg"] > 20
     shot(page, "03_host")
+    shot_element(page, "#fig-host", "03b_host_drawing")
+    shot_element(page, "#fig-nic", "03c_host_nic_matrix")
 
     click_marker(page, "fig-host", "gpu", "GPU5")
     page.wait_for_url("**/path/?src=*")
@@ -83,6 +85,7 @@ def test_cluster_host_path_journey(page, live_server):
     assert panel.locator("tr.bottleneck").count() == 1
     assert "node-a/GPU5" in panel.inner_text() and "node-b/GPU5" in panel.inner_text()
     shot(page, "05_path")
+    shot_element(page, "#fig-path", "05b_path_chain")
 
 
 def test_compare_shows_the_change(page, live_server):
