@@ -94,7 +94,7 @@ def test_text_says_what_is_unknown_and_what_was_assumed() -> None:
 
 def test_text_names_the_assumed_gpu_class() -> None:
     out, _ = run("analyze", "--bundle", str(BUNDLES / "dgx_a100_ash6"), "--format", "text")
-    assert "(model unknown, assumed A100-class" in out.splitlines()[0]
+    assert "(model unknown; assumed A100-class, NVLink3, 12 links per GPU)" in out.splitlines()[0]
 
 
 def test_json_keeps_the_documented_keys_and_adds_assumptions() -> None:

@@ -103,7 +103,8 @@ def _model(s: dict) -> str:
     if s.get("gpu_model"):
         return s["gpu_model"]
     if s.get("gpu_model_assumed"):
-        return f"model unknown, assumed {s['gpu_model_assumed']}"
+        klass = str(s["gpu_model_assumed"]).replace(" (", ", ").rstrip(")")
+        return f"model unknown; assumed {klass}"
     return "model unknown"
 
 
@@ -134,7 +135,7 @@ def render_text(doc: dict) -> str:
     how = {"inferred": ", layout inferred from topo -m", "nccl_xml": ", layout from NCCL's topology XML",
            "hwloc_xml": ", layout from hwloc XML", "none": ", no layout source"}.get(doc["graph"].get("mode"), "")
     lines = [f"host {doc['hostname']}: {_n(s['gpu_count'], 'GPU')} ({_model(s)}), "
-             f"{_n(s['nic_count'], 'NIC port')} ({_nic_states(s)}), {_n(s['sockets'], 'CPU socket')}{how}", ""]
+             f"{_n(s['nic_count'], 'NIC port')} ({_nic_states(s)}), {_n(s['sockets'], 'CPU NUMA node')}{how}", ""]
     starred = False
     if doc["gpu_pairs"]:
         lines.append("GPU pairs (GB/s per direction, expected):")
