@@ -1,0 +1,255 @@
+"""Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
+
+    python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--full]
+    python -m bench ingest          (same figures, default sizes)
+
+Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench,
+created when missing) and Redis (TOPOWEB_BENCH_BROKER_URL, default redis://127.0.0.1:6379/13,
+flushed). Targets (issue "Ingestion"): one worker ingests >= 50 full 8-GPU host reports per second;
+with 50 concurrent agents the API accept latency p95 < 50 ms and no upload is lost.
+
+1. Throughput: N distinct 8-GPU host reports (nvidia-smi topo -m of an 8x H100 NV18 12-NIC node +
+   its 12-CA ibstat; ``--full`` adds a 927 KB lspci -vvv of an HGX H100) are stored, then handed
+   to ONE ``celery worker -P solo`` process; the clock runs from the first enqueue to the last
+   snapshot.
+2. Latency: Django's WSGI application in a threaded stdlib server (``--serve PORT``: wsgiref +
+   ThreadingMixIn, listen backlog 256; runserver's backlog of 10 resets connections under 50
+   agents, and no production WSGI server is a dependency) on the same database, with the Redis
+   broker and a worker; 50 threads each POST ``--per-agent`` distinct reports, retrying connection
+   errors as the agent does; every agent-perceived accept latency is kept; afterwards every
+   upload must be stored and reach ``done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DB_URL = os.environ.get("TOPOWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/topoweb_bench")
+BROKER_URL = os.environ.get("TOPOWEB_BENCH_BROKER_URL", "redis://127.0.0.1:6379/13")
+DEMO = ROOT / "apps" / "ingest" / "demo" / "captures"
+FULL_LSPCI = Path("/work/shared/realdata/lspci_vvv/gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt")
+
+
+def _env() -> dict:
+    return {**os.environ, "TOPOWEB_DATABASE_URL": DB_URL, "TOPOWEB_BROKER_URL": BROKER_URL,
+            "DJANGO_SETTINGS_MODULE": "topoweb.settings", "TOPOWEB_LOG_LEVEL": "WARNING"}
+
+
+def _setup() -> None:
+    os.environ.update(_env())
+    import psycopg
+
+    base, _, name = DB_URL.rpartition("/")
+    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_env(), check=True)
+    import django
+
+    django.setup()
+    import redis
+
+    redis.Redis.from_url(BROKER_URL).flushdb()
+
+
+def _report(i: int, full: bool) -> dict:
+    sections = {
+        "nvidia_smi_topo": (DEMO / "topo" / "tpgds_aihub0007_8xh_nv18_12nic_numa_off_clean.txt").read_text(),
+        "ibstat": (DEMO / "ibstat" / "gpud_h100_8x_cx7_roce400_4x_cx6dx_100_eth_all_active.txt").read_text(),
+    }
+    if full and FULL_LSPCI.exists():
+        sections["lspci_verbose"] = FULL_LSPCI.read_text()
+    return {"schema": "topoweb.report/1", "hostname": f"bench-{i:05d}", "collected_at": "2025-01-01T00:00:00Z",
+            "agent_version": "bench", "meta": {"synthetic": "benchmark copy of real captures"},
+            "sections": sections, "unavailable": {}}
+
+
+def _start_worker() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "topoweb", "worker", "-P", "solo", "-l",
+                             "warning", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                            cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _fresh_cluster(name: str):
+    from apps.ingest import services
+    from apps.ingest.models import Cluster
+
+    Cluster.objects.filter(name=name).delete()
+    cluster = services.create_cluster(name=name)
+    return cluster, services.issue_token(cluster=cluster)[1]
+
+
+def bench_throughput(n: int, full: bool) -> dict:
+    from apps.ingest import services, tasks
+    from apps.ingest.models import Upload
+
+    cluster, _ = _fresh_cluster("bench-throughput")
+    real_enqueue = services.enqueue_upload
+    services.enqueue_upload = lambda upload_id: True  # store only; the worker gets them below
+    try:
+        ids = [services.submit_report(cluster=cluster, report=_report(i, full), via="import")[0].pk
+               for i in range(n + 1)]
+    finally:
+        services.enqueue_upload = real_enqueue
+    worker = _start_worker()
+    try:
+        tasks.process_upload_task.delay(ids[0])  # warm-up: imports, first connection
+        if not _wait(lambda: Upload.objects.filter(pk=ids[0], status="done").exists(), 120):
+            raise RuntimeError("worker did not process the warm-up upload")
+        started = time.perf_counter()
+        for upload_id in ids[1:]:
+            tasks.process_upload_task.delay(upload_id)
+        finished = _wait(lambda: Upload.objects.filter(pk__in=ids[1:], status__in=["done", "failed"]).count() == n,
+                         600)
+        elapsed = time.perf_counter() - started
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    done = Upload.objects.filter(pk__in=ids[1:], status="done").count()
+    size = len(json.dumps(_report(0, full)))
+    return {"reports": n, "report_bytes": size, "all_finished": finished, "done": done,
+            "seconds": round(elapsed, 2), "reports_per_second_one_worker": round(n / elapsed, 1),
+            "target_reports_per_second": 50}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_latency(agents: int, per_agent: int) -> dict:
+    from apps.ingest.models import Upload
+
+    cluster, token = _fresh_cluster("bench-latency")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(port)],
+                              cwd=ROOT, env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = _start_worker()
+    url = f"http://127.0.0.1:{port}/api/v1/reports"
+    bodies = [[json.dumps(_report(10_000 + a * per_agent + k, False)).encode() for k in range(per_agent)]
+              for a in range(agents)]
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(agents)
+
+    def agent(a: int) -> None:
+        barrier.wait()
+        for data in bodies[a]:
+            req = urllib.request.Request(url, data=data, method="POST", headers={
+                "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+            t0 = time.perf_counter()
+            ok = False
+            for attempt in range(6):  # like the agent: retry connection errors with backoff
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        resp.read()
+                        ok = resp.status == 202
+                    break
+                except Exception as exc:  # noqa: BLE001 - counted, not raised
+                    with lock:
+                        errors.append(repr(exc))
+                    time.sleep(0.1 * 2 ** attempt)
+            with lock:
+                if ok:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+
+    try:
+        def up() -> bool:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/agent.py", timeout=2).read()
+                return True
+            except OSError:
+                return False
+
+        if not _wait(up, 60):
+            raise RuntimeError("runserver did not start")
+        threads = [threading.Thread(target=agent, args=(a,)) for a in range(agents)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        sent = agents * per_agent
+        stored = Upload.objects.filter(cluster=cluster).count()
+        _wait(lambda: Upload.objects.filter(cluster=cluster, status="done").count() == stored, 600)
+        done = Upload.objects.filter(cluster=cluster, status="done").count()
+    finally:
+        server.terminate()
+        worker.terminate()
+        server.wait(30)
+        worker.wait(30)
+    latencies.sort()
+    p = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1) if latencies else None  # noqa
+    return {"agents": agents, "reports_sent": sent, "accepted_202": len(latencies),
+            "retried_connection_errors": len(errors), "errors": sorted(set(errors))[:3],
+            "stored": stored, "processed_done": done, "lost": sent - stored,
+            "latency_ms_p50": p(0.50), "latency_ms_p95": p(0.95), "latency_ms_max": round(max(latencies), 1)
+            if latencies else None, "latency_ms_mean": round(statistics.mean(latencies), 1) if latencies else None,
+            "accept_wall_seconds": round(wall, 2), "target_p95_ms": 50}
+
+
+def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False) -> dict:
+    _setup()
+    out = {"throughput": bench_throughput(reports, full=False)}
+    if full:
+        out["throughput_full_lspci_vvv"] = bench_throughput(max(20, reports // 10), full=True)
+    out["latency"] = bench_latency(agents, per_agent)
+    return out
+
+
+def serve(port: int) -> None:
+    """A threaded WSGI server for the latency run (not for production: use gunicorn or uwsgi)."""
+    import socketserver
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    from django.core.wsgi import get_wsgi_application
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        request_queue_size = 256
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = Server(("127.0.0.1", port), QuietHandler)
+    httpd.set_app(get_wsgi_application())
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reports", type=int, default=200)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--per-agent", type=int, default=4)
+    parser.add_argument("--full", action="store_true", help="also time reports carrying a 927 KB lspci -vvv")
+    args = parser.parse_args()
+    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full), indent=2))
