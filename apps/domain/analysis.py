@@ -62,6 +62,11 @@ is always present (empty list / null when unknown):
                   |"inter_socket", "scenario": "gpu_to_nic"|"all_pairs", "devices": [names],
                   "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float}],
   "p2p_gaps": [{"a": "GPU0", "b": "GPU5", "reason": str}],
+  "network": {"state": "ok"|"all_down"|"no_rdma_nic"|"unknown",   # can NCCL use an RDMA NIC?
+              "usable": [NIC names NCCL may use (Active, or state unknown)],
+              "message": str|null},   # all_down: every HCA port is down, NCCL falls back to
+              # sockets and gpu_nic is empty (no choice is made among dead ports or non-RDMA
+              # Ethernet functions, which are never NICs: see apps.domain.hostgraph)
   "findings": [{"rule": "P01", "severity": "CRIT"|"HIGH"|"MED"|"LOW"|"INFO", "title": str,
                 "devices": [names], "message": str, "fix": str, "source": str}],
   "estimate": {"b_gpu_gbs": float, "b_node_gbs": float|null, "eta_intra": float, "eta_net": float,
@@ -152,6 +157,8 @@ class HostAnalysis:
                              f"schema {doc.get('schema')!r})")
         doc = copy.deepcopy(dict(doc))
         doc.setdefault("assumptions", [])
+        if "network" not in doc:
+            doc["network"] = _network(doc)
         return cls(doc)
 
     def host_graph(self) -> nx.Graph:
@@ -248,11 +255,36 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
         "warnings": [str(w) for w in G.graph.get("warnings") or []],
         "assumptions": [str(a) for a in G.graph.get("assumptions") or []],
     }
+    doc["network"] = _network(doc)
     doc["summary"] = _summary(G, doc)
     doc["estimate"] = estimate(doc)
     doc["nccl_settings"] = suggest_nccl_settings(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
     return json.loads(json.dumps(doc, default=_jsonable))
+
+
+def _network(doc: dict) -> dict:
+    """Whether NCCL has an RDMA NIC to use (the ``network`` key of the document)."""
+    nics = doc["nics"]
+    names = [n["name"] for n in nics]
+    active = [n["name"] for n in nics if n["active"]]
+    known = [n for n in nics if n["state"] is not None or n["active"] is not None]
+    if not nics:
+        return {"state": "no_rdma_nic", "usable": [], "message": (
+            "No RDMA NIC (InfiniBand/RoCE HCA) reported: NCCL has no IB/RoCE device and uses TCP sockets "
+            "(NET/Socket) for inter-node traffic.")}
+    if active:
+        return {"state": "ok", "usable": active, "message": None}
+    if known and len(known) == len(nics):
+        downs = ", ".join(f"{n['name']} {n['state'] or 'not Active'}" for n in nics)
+        return {"state": "all_down", "usable": [], "message": (
+            f"No HCA port is Active ({downs}): NCCL finds no usable IB/RoCE device (\"NET/IB : No device "
+            "found\") and falls back to TCP sockets over the host's IP interfaces (\"Using network Socket\"), "
+            "so no GPU gets a NIC and inter-node traffic is far slower (F01, H04). Bring the ports up before "
+            "measuring anything.")}
+    return {"state": "unknown", "usable": [n["name"] for n in nics if n["active"] is not False],
+            "message": None if not known else "Some HCA port states were not reported; ports with unknown "
+                                                "state are assumed usable."}
 
 
 def _jsonable(value: Any) -> Any:

@@ -12,8 +12,9 @@ Joins (domain.md 4.2):
    pci.bus_id,...``); ``GPU<i>`` of topo -m is index ``<i>``. Without it, GPU BDFs come from the
    NCCL XML ``<gpu dev=i>`` (CUDA device order, assumed equal to nvidia-smi order) or, as a last
    resort, from NVIDIA 3D/VGA controllers in the PCI listing in bus order (nvidia-smi's order).
-2. ``mlx5_N`` <-> BDF from ``sysfs_ib`` (``readlink -f /sys/class/infiniband/mlx5_N/device``) or
-   the NCCL XML ``<nic><net name=...>`` under a ``<pci busid=...>``.
+2. ``mlx5_N`` <-> BDF from ``sysfs_ib`` (``readlink -f /sys/class/infiniband/mlx5_N/device``),
+   the NCCL XML ``<nic><net name=...>`` under a ``<pci busid=...>``, or an hwloc OpenFabrics OS
+   device under its PCI function (an RDMA device, port state unknown).
 3. topo -m NIC label (``NIC3`` or ``mlx5_3``) <-> HCA name from the matrix header / NIC Legend.
 4. Port state and rate from ``ibstat`` > ``sysfs_ib`` > ``ibv_devinfo`` > ``ibstatus`` (first wins,
    later ones fill gaps; different values are recorded as disagreements).
@@ -562,6 +563,17 @@ class _Builder:
                     cur["rate_gbps"] = speed / 1000
                 g = _get(net, "gdr")
                 cur.setdefault("gdr", None if g is None else bool(_int(g)))
+        # hwloc OpenFabrics OS devices (mlx5_0 under its PCI function): RDMA devices, state unknown
+        h = self.r.get("hwloc_xml")
+        for dev in (_get(h, "pci_devices", "devices", default=[]) or []) if h else []:
+            for od in _get(dev, "os_devices", default=[]) or []:
+                types = {str(t).lower() for t in (_get(od, "types", default=()) or ())} | {
+                    str(_get(od, "type", default="")).lower()}
+                name = _get(od, "name")
+                if "openfabrics" not in types or not name or name in ports:
+                    continue
+                ports[name] = {"device": name, "port": 1, "sources": ["hwloc_xml"], "bdf": _bdf(_get(dev, "bdf"))}
+                order.append(name)
         # labels from topo -m
         label_of: dict[str, str] = {}
         for label, hca in nic_map.items():

@@ -13,6 +13,13 @@ contention and findings):
   ``GPU<i>``, HCA name (``mlx5_0``; ``mlx5_0:2`` for a second port) or the topo -m label for NICs,
   ``nvswitch0`` (the NVSwitch fabric), ``pci:<bdf>`` for NVMe / unnamed NICs. Every node has
   ``kind``, ``label``, ``bdf``, ``numa``, ``parent`` (PCIe/CPU parent node id) and ``inferred``.
+  Only RDMA devices are NICs (NCCL's IB/RoCE transport uses nothing else): a PCI network function
+  is a ``nic`` node only when an RDMA source names it (ibstat/ibstatus/ibv_devinfo/sysfs_ib CA,
+  topo -m NIC column or NIC Legend, NCCL XML ``<net>``, hwloc OpenFabrics device), or, in a report
+  with no RDMA listing at all, when it is RDMA hardware (InfiniBand class, ConnectX/BlueField, AWS
+  EFA; attr ``rdma="assumed"``); NCCL's topology XML lists only the NICs NCCL uses, so its network
+  ``<pci>`` elements are NICs. Other network functions (an Intel X710, a BCM5720 management port)
+  are kind ``other`` labelled "Ethernet (no RDMA)" with ``network=True``: drawn, never chosen.
   Inferred nodes use ``rc:inferred:<k>`` / ``switch:inferred:<k>``.
 * edges: ``kind`` "pcie" (child to its PCIe parent, carrying the child's upstream link),
   "nvlink" (GPU-GPU or GPU-nvswitch), "inter_socket" (cpu-cpu), "cpu_link" (root complex to its
@@ -519,17 +526,41 @@ class _Build:
                 for n in nics_by_bdf[bdf]:
                     self.add_nic(n, n.name, parent_node, numa, inferred=False)
                     self._link(n.name, parent_node, d, pdev, is_gpu=False)
-            elif d.kind == "nic":
+            elif d.kind == "nic" and self._rdma_unlisted(d):
+                # no RDMA listing at all (lspci/XML only): RDMA hardware is taken as an RDMA NIC
+                # whose state is unknown
                 nid = f"pci:{bdf}"
                 _node(G, nid, "nic", d.name or bdf, bdf=bdf, numa=numa, parent=parent_node, port=None,
                       state=None, phys_state=None, rate_gbps=None, link_layer=None, active=None, device=None,
-                      nic_label=None, netdevs=[], gdr=None)
+                      nic_label=None, netdevs=[], gdr=None, rdma="assumed",
+                      note="RDMA hardware (ConnectX/InfiniBand class) with no RDMA listing in the report: "
+                           "taken as an RDMA NIC, state unknown; send ibstat to know")
+                self._link(nid, parent_node, d, pdev, is_gpu=False)
+            elif d.kind == "nic":
+                # a network function no RDMA source names: NCCL's IB/RoCE transport cannot use it
+                nid = f"pci:{bdf}"
+                rdma_hw = _rdma_hardware(d)
+                _node(G, nid, "other", "RDMA NIC not in the RDMA listing" if rdma_hw else "Ethernet (no RDMA)",
+                      bdf=bdf, numa=numa, parent=parent_node, network=True, device_name=d.name,
+                      note=("RDMA-capable function that no RDMA listing (ibstat, sysfs, topo -m NIC columns) "
+                            "names: its RDMA device is absent, NCCL cannot use it" if rdma_hw else
+                            "network function without an RDMA device: NCCL's IB/RoCE transport never uses it "
+                            "(only its socket fallback may)"))
                 self._link(nid, parent_node, d, pdev, is_gpu=False)
             elif d.kind in ("nvme", "other"):
                 nid = f"pci:{bdf}"
                 _node(G, nid, d.kind, d.name or bdf, bdf=bdf, numa=numa, parent=parent_node)
                 self._link(nid, parent_node, d, pdev, is_gpu=False)
         self._place_leftovers()
+
+    def _rdma_unlisted(self, d) -> bool:
+        """True for RDMA hardware (InfiniBand class, Mellanox/NVIDIA ConnectX/BlueField) in a
+        report with no RDMA listing at all (no ibstat/sysfs_ib/ibv_devinfo/ibstatus, topo -m NIC
+        column, NCCL ``<net>`` or hwloc OpenFabrics device); with a listing, only the functions
+        it names are NICs."""
+        if d.source.startswith("nccl_topo_xml"):
+            return True  # NCCL's own topology: its network <pci> elements are the NICs it uses
+        return not self.f.nics and _rdma_hardware(d)
 
     def unknown_cpu(self) -> str:
         """The one cpu node for devices whose NUMA node nobody reported."""
@@ -870,6 +901,16 @@ def _with_bdf(n: NicFact, bdf: str) -> NicFact:
     from dataclasses import replace
 
     return replace(n, bdf=bdf)
+
+
+_RDMA_NAME_RE = re.compile(r"ConnectX|BlueField|Infiniband|InfiniBand", re.IGNORECASE)
+
+
+def _rdma_hardware(d) -> bool:
+    """An InfiniBand-class function (0x0207), a Mellanox/NVIDIA networking function or an AWS EFA."""
+    cc = d.class_code
+    return (cc == 0x0207 or d.vendor_id == 0x15B3 or (d.vendor_id == 0x1D0F and (d.device_id or 0) >> 4 == 0xEFA)
+            or bool(_RDMA_NAME_RE.search(d.name or "")))
 
 
 def _lca(G: nx.Graph, a: str, b: str) -> str | None:

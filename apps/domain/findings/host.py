@@ -134,8 +134,20 @@ def rule_h03(ctx: Ctx) -> list[dict]:
 def rule_h04(ctx: Ctx) -> list[dict]:
     """H04 IB transport disabled / fell back to sockets.
 
-    Condition: NCCL_IB_DISABLE=1 while the node has Active HCA ports. HIGH. Source: env [S12]; #1105 [S66].
+    Condition: NCCL_IB_DISABLE=1 while the node has Active HCA ports (HIGH); or every HCA port of the
+    node is reported and none is Active (the document's ``network.state`` is ``all_down``): NCCL
+    has no IB/RoCE device and uses sockets (CRIT). Source: env [S12]; #1105 [S66].
     """
+    net = ctx.doc.get("network") or {}
+    if net.get("state") == "all_down" and ctx.env.get("NCCL_IB_DISABLE", "").strip() != "1":
+        ports = [n.get("name") for n in ctx.nics]
+        return [finding(H04, ports, "Every HCA port of this node is down, so NCCL finds no usable IB/RoCE device "
+                                    "(log: \"NET/IB : No device found\") and falls back to TCP sockets "
+                                    "(\"Using network Socket\"): inter-node traffic costs CPU and most of the "
+                                    "bandwidth, and no GPU has a NIC (see F01 for each port).",
+                        severity="CRIT", title="No Active HCA port: NCCL falls back to sockets",
+                        fix="Bring the HCA ports up (cable, transceiver, switch port; for InfiniBand a running "
+                            "subnet manager), then check ibstat shows State: Active on every compute port.")]
     if ctx.env.get("NCCL_IB_DISABLE", "").strip() != "1":
         return []
     active = [n.get("name") for n in ctx.nics if ctx.nic_active(n)]

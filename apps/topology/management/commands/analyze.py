@@ -156,6 +156,8 @@ def render_text(doc: dict) -> str:
             rows.append([e["gpu"], nic, e["path_class"], "yes" if e["gdr"] else "no", _bw(e["bandwidth_gbs"], a),
                          e["pxn_via"], e["reason"]])
         lines += _table(["gpu", "nic", "class", "GDR", "GB/s", "PXN via", "why"], rows)
+    elif (doc.get("network") or {}).get("message"):
+        lines += ["", f"GPU -> NIC: none. {doc['network']['message']}"]
     elif doc["nics"]:
         lines += ["", "GPU -> NIC: no active NIC port reachable from the GPUs."]
     if doc["contention"]:
