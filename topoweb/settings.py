@@ -126,4 +126,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("TOPOWEB_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # One line per task at INFO is noise for in-process runs (make run, load_demo); workers keep it.
+        "celery.app.trace": {"level": "WARNING" if CELERY_TASK_ALWAYS_EAGER else "INFO"},
+        "kombu.connection": {"level": "ERROR"},  # the in-memory transport's "no hostname" notice
+    },
 }
