@@ -60,7 +60,8 @@ is always present (empty list / null when unknown):
   "gpu_nic_matrix": [{"gpu", "nic", "path_class", "bandwidth_gbs", "nccl_path", "gdr"}],  # every cell
   "contention": [{"element": node id, "label": str, "kind": "root_complex"|"root_port"|"switch_uplink"
                   |"inter_socket", "scenario": "gpu_to_nic"|"all_pairs", "devices": [names],
-                  "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float}],
+                  "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float,
+                  "also": [node ids of nested links carrying the same flows, merged into this row]}],
   "p2p_gaps": [{"a": "GPU0", "b": "GPU5", "reason": str}],
   "network": {"state": "ok"|"all_down"|"no_rdma_nic"|"unknown",   # can NCCL use an RDMA NIC?
               "usable": [NIC names NCCL may use (Active, or state unknown)],

@@ -11,7 +11,11 @@ Two scenarios, both per direction (every flow also runs the other way, symmetric
   over its peers.
 
 An element is reported when at least two flows share it (the inter-socket link: when any flow
-crosses it). ``demand_gbs`` sums the flows' wants; ``capacity_gbs`` is the element's link
+crosses it); in ``all_pairs``, a link with one GPU below it (that GPU's own link split over its
+peers) is not a shared element. Nested links carrying exactly the same flows (a root port and the
+one switch below it, an inferred switch inside another, or two inferred sub-switches of one PXB
+tree) are one row: the tightest link, the others
+named in ``also``. ``demand_gbs`` sums the flows' wants; ``capacity_gbs`` is the element's link
 (expected GB/s, else spec); ``ratio = demand / capacity`` (> 1: oversubscribed).
 
 Capacity links: a switch's uplink (switch -> parent edge); a root port's link (root port ->
@@ -93,14 +97,16 @@ def elements(G: nx.Graph) -> list[tuple[str, str, str, tuple, float | None]]:
         elif kind == "root_port":
             up = _gbs(G.edges[n, parent]) if parent in G and G.has_edge(n, parent) else None
             kids = [c for c in G.neighbors(n) if G.nodes[c].get("parent") == n]
+            label = label if label.lower().startswith("root port") else f"root port {label}"
             if up is not None:
-                out.append((n, f"root port {label}", "root_port", ("edge", tuple(sorted((n, parent)))), up))
+                out.append((n, label, "root_port", ("edge", tuple(sorted((n, parent)))), up))
             elif len(kids) == 1:
-                out.append((n, f"root port {label}", "root_port", ("node", n), _gbs(G.edges[n, kids[0]])))
+                out.append((n, label, "root_port", ("node", n), _gbs(G.edges[n, kids[0]])))
         elif kind == "root_complex" and parent in G and G.has_edge(n, parent):
             cap = _gbs(G.edges[n, parent])
             if cap is not None:
-                out.append((n, f"root complex {label}", "root_complex", ("edge", tuple(sorted((n, parent)))), cap))
+                out.append((n, label if label.lower().startswith(("root complex", "host bridge")) else
+                            f"root complex {label}", "root_complex", ("edge", tuple(sorted((n, parent)))), cap))
     for u, v, d in G.edges(data=True):
         if d.get("kind") == "inter_socket":
             a, b = sorted((u, v))
@@ -115,19 +121,59 @@ def _uses(route: paths.Route, key: tuple) -> bool:
     return any(node in s for s in route.steps if s[0] not in ("mem", "nvsw", "nvsw_in"))
 
 
+def _below(G: nx.Graph, device: str, elem: str) -> bool:
+    return device in G and elem in paths._ancestry(G, device)[1:]
+
+
 def _tally(G: nx.Graph, scenario: str, flows: list[tuple[paths.Route, float | None]]) -> list[dict]:
-    out = []
+    rows = []
     for elem, label, kind, key, cap in elements(G):
         using = [(r, w) for r, w in flows if _uses(r, key)]
         if len(using) < (1 if kind == "inter_socket" else 2) or cap in (None, 0):
             continue
         devices = sorted({x for r, _ in using for x in (r.src, r.dst)}, key=paths._natural)
+        if (scenario == "all_pairs" and kind != "inter_socket" and elem in G
+                and sum(1 for x in devices if _below(G, x, elem)) < 2):
+            continue  # one GPU's own link split over its peers (ratio <= 1 by construction)
         demand = round(sum(w for _, w in using if w is not None), 4)
-        out.append({
+        rows.append(({id(r) for r, _ in using}, {
             "element": elem, "label": label, "kind": kind, "scenario": scenario, "devices": devices,
             "flows": len(using), "demand_gbs": demand, "capacity_gbs": cap, "ratio": round(demand / cap, 4),
-        })
-    return out
+            "also": [],
+        }))
+    return _merge_nested(G, rows)
+
+
+def _merge_nested(G: nx.Graph, rows: list[tuple[set, dict]]) -> list[dict]:
+    """One row per shared element: links in one chain (a root port and the switch below it, an
+    inferred switch nested in another) that carry exactly the same flows are one bottleneck; keep
+    the tightest (lowest capacity, the upper one on a tie) and list the others in ``also``."""
+    keep: list[tuple[set, dict]] = []
+    for flows, row in rows:
+        twin = next((k for k in keep if k[0] == flows and row["kind"] != "inter_socket"
+                     and k[1]["kind"] != "inter_socket" and (_nested(G, k[1]["element"], row["element"])
+                                                              or _both_inferred(G, k[1]["element"], row["element"]))),
+                    None)
+        if twin is None:
+            keep.append((flows, row))
+            continue
+        other = twin[1]
+        upper_row = row if _below(G, other["element"], row["element"]) else other
+        better = min((row, other), key=lambda r: (r["capacity_gbs"], r is not upper_row))
+        worse = other if better is row else row
+        better["also"] = sorted(set(better["also"] + worse["also"] + [worse["element"]]))
+        keep[keep.index(twin)] = (flows, better)
+    return [r for _, r in keep]
+
+
+def _both_inferred(G: nx.Graph, a: str, b: str) -> bool:
+    """Two inferred switches (topo -m alone): sibling sub-switches of one PXB tree are a guess, the
+    flows they both carry are one shared element."""
+    return a in G and b in G and bool(G.nodes[a].get("inferred")) and bool(G.nodes[b].get("inferred"))
+
+
+def _nested(G: nx.Graph, a: str, b: str) -> bool:
+    return a in G and b in G and (_below(G, a, b) or _below(G, b, a))
 
 
 def contention(G: nx.Graph, *, choice: Mapping[str, dict] | None = None,

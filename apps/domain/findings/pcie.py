@@ -540,8 +540,12 @@ _SCENARIO = {"gpu_to_nic": "every GPU sending to its NIC at once", "all_pairs": 
 def _contention_message(c: dict, what: str) -> str:
     devices = [str(d) for d in as_list(c.get("devices"))]
     scen = _SCENARIO.get(c.get("scenario"), str(c.get("scenario") or "concurrent traffic"))
-    label = c.get("label") or c.get("element")
-    return (f"{what} {label} is shared by {join(devices)}: with {scen}, {fmt_num(c.get('flows'))} flow(s) need "
+    label = str(c.get("label") or c.get("element"))
+    # contention labels already name the element ("uplink of PCIe switch X", "root port 0000:00:01.1")
+    words = what.lower().split()
+    subject = (f"The {label}" if label.lower().startswith(("uplink of", *(" ".join(words[i:]) for i in range(len(words)))))
+               else f"{what} {label}")
+    return (f"{subject} is shared by {join(devices)}: with {scen}, {fmt_num(c.get('flows'))} flow(s) need "
             f"{fmt_gbs(as_float(c.get('demand_gbs')))} but the link carries {fmt_gbs(as_float(c.get('capacity_gbs')))} "
             f"per direction ({c['_ratio']:.1f}x oversubscribed). NCCL sees this and builds fewer or slower channels.")
 

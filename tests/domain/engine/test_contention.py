@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from apps.domain import contention
 from apps.domain.bandwidth import ib_port, inter_socket, pcie_link
 from tests.domain.engine.test_paths import cube_fragment, eight_nic_board, two_socket_pcie_box
@@ -61,3 +63,54 @@ def test_nvlink_pairs_do_not_load_pcie() -> None:
     got = rows(G, "all_pairs")
     # only GPU3 pairs use PCIe, all inside sw0: no shared uplink is crossed
     assert got == {}
+
+
+# -- one row per shared element ----------------------------------------------------------------
+
+_SYNTHETIC_PXB = (  # synthetic topo -m (written for this test): GPU pair and dual-port NIC under one PXB tree
+    "\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\n"
+    "GPU0\t X \tPIX\tPXB\tPXB\t0-7\t0\n"
+    "GPU1\tPIX\t X \tPXB\tPXB\t0-7\t0\n"
+    "NIC0\tPXB\tPXB\t X \tPIX\n"
+    "NIC1\tPXB\tPXB\tPIX\t X \n"
+    "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
+)
+
+
+def test_nested_inferred_switches_give_one_row_per_shared_element():
+    from apps.domain.analysis import analyze_host
+
+    doc = analyze_host({"nvidia_smi_topo": _SYNTHETIC_PXB}, "synthetic").doc
+    rows = [c for c in doc["contention"] if c["scenario"] == "gpu_to_nic"]
+    assert len(rows) == 1, rows  # GPU-side and NIC-side sub-switch uplinks carry the same two flows
+    assert rows[0]["flows"] == 2 and rows[0]["also"]
+    keys = [(c["scenario"], c["element"]) for c in doc["contention"]]
+    assert len(keys) == len(set(keys))
+
+
+def test_real_bundles_list_no_flow_set_twice():
+    from apps.domain.analysis import analyze_host
+    from apps.domain.bundle import read_bundle
+
+    bundles = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
+    for name in ("paths_deepep_8xa100_8nic_roce", "paddle_8xp40", "synthetic_hgx_h100_gpu_x8", "stelline_esc8000a"):
+        host, sections = read_bundle(bundles / name)
+        doc = analyze_host(sections, host).doc
+        seen = {}
+        for c in doc["contention"]:
+            if c["kind"] == "inter_socket":
+                continue
+            key = (c["scenario"], tuple(c["devices"]), c["flows"], c["demand_gbs"], c["capacity_gbs"])
+            nodes = {n["id"]: n for n in doc["graph"]["nodes"]}
+            # same flows on two links of one chain would be one element listed twice
+            for other in seen.get(key, []):
+                chain = set()
+                cur = other
+                while cur in nodes:
+                    chain.add(cur)
+                    cur = nodes[cur]["parent"]
+                assert c["element"] not in chain, (name, c["element"], other)
+            seen.setdefault(key, []).append(c["element"])
+        # a single device's own link is not a shared element
+        assert all(sum(1 for d in c["devices"] if d.startswith("GPU")) >= 2 or c["kind"] == "inter_socket"
+                   for c in doc["contention"] if c["scenario"] == "all_pairs"), name
