@@ -20,7 +20,13 @@ is always present (empty list / null when unknown):
               "nic_state_count": int,         # NIC ports whose state was reported (0: topo -m only,
                                               # so active_nic_count 0 means "unknown", not "none")
               "nic_rates_gbps": [int, ...],   # line rate Gb/s of each compute NIC port, as ibstat says
-              "nvlink": bool, "nvswitch": bool, "sockets": int, "fingerprint": str},
+              "nvlink": bool, "nvswitch": bool, "sockets": int, "fingerprint": str,
+              # sockets: CPU nodes of the graph (NUMA nodes holding devices; despite the name)
+              "numa_nodes": int,           # NUMA nodes the host has as far as reported: highest NUMA
+                                           # id (affinity columns, PCI numa_node, XML) + 1, at least
+                                           # the CPU nodes (DGX A100 NPS4: 8)
+              "socket_count": int|null},   # sockets, only when a source says (host_info); NUMA
+                                           # nodes are not sockets (NPS/SNC), so null = unknown
               # fingerprint: stable hash of the layout (GPU count/model, NIC count/rates/states,
               # link classes, link widths) so the cluster page can group identical hosts
   "graph": {"mode": "exact"|"nccl_xml"|"hwloc_xml"|"inferred"|"none", "cpu_vendor": str|null,
@@ -356,6 +362,8 @@ def _summary(G: nx.Graph, doc: dict) -> dict:
         "nvlink": any(d.get("kind") == "nvlink" for _, _, d in G.edges(data=True)),
         "nvswitch": any(d.get("kind") == "nvswitch" for _, d in G.nodes(data=True)),
         "sockets": sum(1 for _, d in G.nodes(data=True) if d.get("kind") == "cpu"),
+        "numa_nodes": G.graph.get("numa_nodes") or sum(1 for _, d in G.nodes(data=True) if d.get("kind") == "cpu"),
+        "socket_count": G.graph.get("socket_count"),
     }
     layout = {
         "gpus": [len(gpus), summary["gpu_model"]],

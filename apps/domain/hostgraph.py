@@ -382,6 +382,26 @@ class _Build:
         if len(cpus) > 1 and assumed:
             self.used.add("inter_socket")
 
+    def numa_accounting(self) -> None:
+        """``G.graph["numa_nodes"]``: NUMA nodes the host has as far as reported (NUMA ids run from
+        0, so the highest id reported by the affinity columns, the PCI listing or the XML + 1, and
+        at least the cpu nodes); ``G.graph["socket_count"]``: sockets when a source says
+        (host_info), else None: NUMA nodes are not sockets (AMD NPS2/NPS4, Intel SNC split one
+        socket into several), so SYS means "across NUMA nodes", which may stay inside one socket."""
+        G, f = self.G, self.f
+        cpus = [d for _, d in G.nodes(data=True) if d["kind"] == "cpu"]
+        ids = {d["numa"] for d in cpus if d.get("numa") is not None}
+        ids |= {g.numa for g in f.gpus if g.numa is not None} | {c.numa for c in f.cpus if c.numa is not None}
+        G.graph["numa_nodes"] = max(len(cpus), (max(ids) + 1) if ids else 0)
+        G.graph["socket_count"] = f.sockets
+        within = f.sockets is None or G.graph["numa_nodes"] > f.sockets
+        if len(cpus) > 2 and within:
+            for u, v, d in G.edges(data=True):
+                if d["kind"] == "inter_socket":
+                    d["note"] = "; ".join(x for x in (
+                        d.get("note"), "between NUMA nodes: the inter-socket link, or the CPU's internal fabric when "
+                                       "both NUMA nodes sit on one socket (NPS/SNC); the report does not say which") if x)
+
     # exact ----------------------------------------------------------------------------------
     def exact(self) -> None:
         f, G = self.f, self.G
@@ -738,6 +758,7 @@ class _Build:
         numa_key = (lambda m: ("numa", gpu_numa[m]) if gpu_numa.get(m) is not None else
                     (("aff", gpu_aff[m]) if gpu_aff.get(m) else None))
         gen, gen_note = self.typical_gen()
+        known_numa = sorted({n for n in gpu_numa.values() if n is not None})
         numa_groups = groups(labels, "SYS", numa_key)
         # NUMA ids: from the affinity columns, else by order of first CPU in the affinity list
         aff_order = sorted({a for a in gpu_aff.values() if a}, key=_first_cpu)
@@ -754,6 +775,14 @@ class _Build:
             if numa is not None and f"cpu{numa}" in G:
                 numa = None  # two groups claim one NUMA node: keep them apart, ids unknown
             cpu = self.cpu(numa, inferred=True)
+            if numa is None and not any(m in gpu_numa for m in grp):
+                # NIC rows of topo -m carry no affinity: a NIC group SYS to every GPU sits on a NUMA
+                # node no GPU reports, which one the matrix does not say
+                free = sorted(set(range(max(known_numa) + 1)) - set(known_numa)) if known_numa else []
+                G.nodes[cpu]["label"] = "CPU NUMA ?"
+                note = ("NUMA node not reported (topo -m gives NIC rows no affinity)"
+                        + (f": one of NUMA {', '.join(map(str, free))}, the ids no GPU reports" if free else ""))
+                G.nodes[cpu]["numa_candidates"] = free
             if note:
                 G.nodes[cpu]["note"] = note
             for rc_grp in groups(grp, "NODE"):
@@ -885,6 +914,7 @@ class _Build:
             self.warnings.append("no topology source (topo -m, lspci, sysfs or a topology XML): layout unknown")
         self.nvlinks()
         self.sockets()
+        self.numa_accounting()
         self.check_against_topo(exact=not inferred)
         G.graph["warnings"] = self.warnings
         G.graph["disagreements"] = self.disagreements

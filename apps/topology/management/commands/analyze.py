@@ -118,6 +118,14 @@ def _nic_states(s: dict) -> str:
     return f"{s['active_nic_count']} active" + (f", {unknown} state unknown" if unknown else "")
 
 
+def _numa(s: dict) -> str:
+    numa = s.get("numa_nodes") or s["sockets"]
+    text = _n(numa, "CPU NUMA node")
+    if s.get("socket_count"):
+        return f"{text} on {_n(s['socket_count'], 'socket')}"
+    return text + (" (sockets not reported)" if numa > 2 else "")
+
+
 def _bw(value, assumed: bool) -> str:
     return _g(value) + ("*" if assumed and value is not None else "")
 
@@ -135,7 +143,7 @@ def render_text(doc: dict) -> str:
     how = {"inferred": ", layout inferred from topo -m", "nccl_xml": ", layout from NCCL's topology XML",
            "hwloc_xml": ", layout from hwloc XML", "none": ", no layout source"}.get(doc["graph"].get("mode"), "")
     lines = [f"host {doc['hostname']}: {_n(s['gpu_count'], 'GPU')} ({_model(s)}), "
-             f"{_n(s['nic_count'], 'NIC port')} ({_nic_states(s)}), {_n(s['sockets'], 'CPU NUMA node')}{how}", ""]
+             f"{_n(s['nic_count'], 'NIC port')} ({_nic_states(s)}), {_numa(s)}{how}", ""]
     starred = False
     if doc["gpu_pairs"]:
         lines.append("GPU pairs (GB/s per direction, expected):")
