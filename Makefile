@@ -49,8 +49,17 @@ test-sqlite: install
 test-postgres: install services
 	TOPOWEB_DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest -q -m "not browser" --ignore=tests/domain
 
+# Benchmarks (docs/performance.md): one table, bench/results/latest.json. hwloc's lstopo is the peer
+# of the host page; installed from Debian when missing. BENCH_GROUPS=... runs some groups only.
 bench: install services browser
-	$(BIN)/python -m bench
+	@command -v lstopo >/dev/null || { \
+	  echo "installing Debian's hwloc (lstopo) for the benchmarks"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hwloc >/dev/null; }
+	$(BIN)/python -m bench $(BENCH_GROUPS)
+
+# Fault tests of the whole ingest path (private PostgreSQL, Redis, server, workers): minutes, not in `make test`.
+soak: install services
+	TOPOWEB_SOAK=1 $(BIN)/python -m pytest -q -m soak tests/reliability
 
 clean:
 	rm -rf $(VENV) var static_collected artifacts

@@ -65,7 +65,7 @@ def lstopo_rows(c) -> list[Measure]:
                 raise RuntimeError(f"GET {url} failed")
             draw = measure(f"lstopo svg {fname}", lambda: subprocess.run(
                 [lstopo, "-f", "--input", str(src), "--of", "svg", str(out / "o.svg")], check=True,
-                capture_output=True), runs=11, warmup=1, note=f"{(out / 'o.svg').stat().st_size // 1024} KiB svg")
+                capture_output=True), runs=11, warmup=1, note=f"{(out / 'probe.svg').stat().st_size // 1024} KiB svg")
             samples = []
             for _ in range(12):
                 t_an, _ = timed(lambda: analyze_host({"hwloc_xml": text}, hostname))

@@ -1,0 +1,120 @@
+"""python -m bench [GROUP ...]: run the benchmarks, print one table, write bench/results/latest.json.
+
+Groups (all by default, in this order):
+
+  parsers   parse time per kind, a 16 GPU x 16 NIC topo -m, a 10,000-line lspci -vvv
+  engine    host graph build per real layout (target 20 ms for 8-GPU/8+-NIC hosts), whole
+            analysis, path query p50/p95 over 1,024 synthetic hosts (target p95 5 ms)
+  pages     server time and payload of the host, cluster (256 and 1,024 hosts), path and compare
+            pages (bench PostgreSQL, filled once by the generator)
+  peers     lstopo drawing a host from hwloc XML vs our analysis + host page; raw psycopg INSERT
+            vs our ingest accept; ratios
+  browser   time to interactive of the host and cluster pages in headless Chromium
+  pipeline  end-to-end ingest of 1,024 synthetic hosts with 1 and 2 workers (private PostgreSQL
+            and Redis), scaling ratio
+  ingest    the ingestion engineer's figures (bench/ingest.py: one worker's throughput, accept
+            latency under 50 concurrent agents), run in a subprocess of its own
+  ui        the UI engineer's figures (bench/ui.py) when present, also in a subprocess
+
+Figures are medians over repeated runs with the p10-p90 spread (p95 where the tail matters) and
+the ratio to each target (below 1.0 meets it). Groups that need Django share the bench database
+(``bench.db``, TOPOWEB_BENCH_DATABASE_URL); a group that fails is reported and the others run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench.timing import Measure, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+GROUPS = ["parsers", "engine", "pages", "peers", "browser", "pipeline", "ingest", "ui"]
+DJANGO_GROUPS = {"pages", "peers", "browser"}
+SUBPROCESS_GROUPS = {"ingest", "ui"}  # others' modules: their own Django settings and services
+MARK = "@@BENCH-JSON@@"
+
+
+def _subprocess_group(group: str) -> dict:
+    code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); import bench.{group} as m; "
+            f"print({MARK!r} + json.dumps(m.run(), default=str))")
+    env = {k: v for k, v in os.environ.items() if k != "TOPOWEB_DATABASE_URL"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=3600)
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise RuntimeError(f"bench.{group} failed ({out.returncode}): {out.stderr[-1500:]}")
+
+
+def _flatten(prefix: str, value) -> list[Measure]:
+    """Rows for the numeric leaves of a group's own dict (units from the key names)."""
+    rows: list[Measure] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            rows += _flatten(f"{prefix} {k}", v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        key = prefix.rsplit(" ", 1)[-1]
+        unit = ("ms" if "_ms" in key or key.endswith("ms") else "reports/s" if "per_s" in key or "per_second" in key
+                or key.endswith("_rate") else "s" if "seconds" in key else "")
+        rows.append(Measure(prefix, float(value), float(value), float(value), 1, unit=unit, note="from the group's dict"))
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    groups = argv or [g for g in GROUPS if g != "ui" or (ROOT / "bench" / "ui.py").exists()]
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        print(f"unknown group(s) {unknown}; groups: {', '.join(GROUPS)}")
+        return 2
+    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
+              "cpus": os.cpu_count(), "machine": platform.machine(), "groups": {}, "failed": {}}
+    if DJANGO_GROUPS & set(groups):
+        from bench import db
+
+        report["database"] = db.setup().rsplit("@", 1)[-1]
+    all_rows: list[Measure] = []
+    for group in groups:
+        print(f"\n== {group} ==", flush=True)
+        start = time.perf_counter()
+        try:
+            if group in SUBPROCESS_GROUPS:
+                raw = _subprocess_group(group)
+            else:
+                raw = importlib.import_module(f"bench.{group}").run()
+        except Exception as exc:  # one broken group must not hide the others' figures
+            traceback.print_exc()
+            report["failed"][group] = f"{type(exc).__name__}: {exc}"[:2000]
+            continue
+        rows = raw if isinstance(raw, list) else _flatten(group, raw)
+        if rows:
+            print_table(rows)
+        report["groups"][group] = {"rows": [r.as_dict() for r in rows], "seconds": round(time.perf_counter() - start, 1)}
+        if not isinstance(raw, list):
+            report["groups"][group]["raw"] = raw
+        all_rows += rows
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    targets = [r for r in all_rows if r.ratio is not None and r.unit != "x"]
+    if targets:
+        print("\n== targets ==")
+        for r in targets:
+            verdict = "meets" if r.ratio <= 1.0 else "MISSES"
+            print(f"{verdict:<7} {r.name} ({r.target_on} {'>=' if r.unit in ('reports/s',) else '<='} "
+                  f"{r.target_ms:g} {r.unit}; ratio {r.ratio:.3f})")
+    if report["failed"]:
+        print(f"\nfailed groups: {', '.join(report['failed'])}")
+    print(f"\nwrote {out / 'latest.json'}")
+    return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

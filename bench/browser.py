@@ -1,0 +1,104 @@
+"""Time to interactive of the host and cluster pages in headless Chromium.
+
+Debian's ``/usr/bin/chromium`` driven by Playwright (``--headless --no-sandbox --disable-gpu
+--disable-background-networking``) against ``manage.py runserver`` on the bench database (filled
+by ``bench.pages.prepare``), logged in through a session cookie of the bench user. One run = a
+new tab: navigation start until the ``load`` event has fired and every figure container
+(``.plot``) has been drawn by Plotly (``.js-plotly-plot``), then two animation frames. The
+browser cache is warm after the first run, as for a person moving between pages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import db
+from bench.timing import Measure, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+READY_JS = """() => new Promise(resolve => {
+  const done = () => {
+    const plots = document.querySelectorAll('.plot');
+    const drawn = document.querySelectorAll('.plot.js-plotly-plot');
+    if (document.readyState === 'complete' && drawn.length >= plots.length) {
+      requestAnimationFrame(() => requestAnimationFrame(() => resolve(plots.length)));
+    } else { setTimeout(done, 5); }
+  };
+  done();
+})"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(runs: int = 7) -> list[Measure]:
+    exe = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if exe is None:
+        return [Measure("time to interactive", 0, 0, 0, 0, note="SKIPPED: no chromium (make browser)")]
+    from bench.pages import prepare
+
+    ctx = prepare()
+    from django.conf import settings
+    from django.contrib.sessions.backends.db import SessionStore
+
+    user = db.bench_user()
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+    session["_auth_user_hash"] = user.get_session_auth_hash()
+    session.create()
+
+    port = _free_port()
+    env = {**os.environ, "TOPOWEB_DEBUG": "1", "TOPOWEB_LOG_LEVEL": "WARNING"}
+    env.pop("TOPOWEB_BROKER_URL", None)
+    log = open(ROOT / "bench" / "results" / "browser-server.log", "wb")
+    server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    rows: list[Measure] = []
+    try:
+        from tests.reliability.stack import wait_port
+
+        wait_port(port, 60)
+        from playwright.sync_api import sync_playwright
+
+        h = ctx["hosts"][0]
+        pages = [("host", f"/c/{h.cluster.name}/h/{h.hostname}/"), ("cluster 256 hosts", "/c/synth-256/"),
+                 ("cluster 1024 hosts", "/c/synth-1024/")]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe, args=ARGS, headless=True)
+            context = browser.new_context(viewport={"width": 1440, "height": 900})
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session.session_key,
+                                  "domain": "127.0.0.1", "path": "/"}])
+            base = f"http://127.0.0.1:{port}"
+            for name, url in pages:
+                samples, plots = [], 0
+                for i in range(runs + 1):
+                    page = context.new_page()
+                    start = time.perf_counter()
+                    resp = page.goto(base + url, wait_until="load", timeout=120_000)
+                    if resp is None or resp.status != 200 or "/accounts/login" in page.url:
+                        raise RuntimeError(f"{url}: not served ({resp and resp.status}, {page.url})")
+                    plots = page.evaluate(READY_JS)
+                    ms = (time.perf_counter() - start) * 1000
+                    if i:  # the first run fills the cache
+                        samples.append(ms)
+                    page.close()
+                rows.append(summarize(f"time to interactive {name}", samples,
+                                      note=f"{url}; {plots} figures drawn; warm cache"))
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(20)
+    return rows
