@@ -34,6 +34,7 @@ is always present (empty list / null when unknown):
             "assumed_gpu_model": str|null,   # model name used for lookups when the class was inferred
             "gdr_module": bool|null,         # host_info: False = no nvidia_peermem / DMA-BUF
             "iommu": {"translated": [BDFs], "cmdline": str|null}|null,   # host_info
+            "nvlink_reported": bool|null,    # False: the file cannot show NVLink (see gpu_pairs)
             "nodes": [{"id": str, "kind": "cpu"|"root_complex"|"root_port"|"switch"|"gpu"|"nic"
                         |"nvswitch"|"nvme"|"other", "label": str, "bdf": str|null, "numa": int|null,
                         "parent": str|null, "inferred": bool, "attrs": {...}}],
@@ -55,7 +56,11 @@ is always present (empty list / null when unknown):
                  "bottleneck_gbs": float, "hops": [hop, ...],
                  "nccl_path": "NVL"|"NVB"|"PIX"|"PXB"|"PHB"|"SYS"|null,    # NCCL's path type
                  "via": "GPU1"|null,                 # NVB: the GPU relaying over NVLink
-                 "bottleneck": index into hops|null}],                     # a < b only
+                 "bottleneck": index into hops|null,                       # a < b only
+                 "nvlink_reported": bool|null}],
+                 # nvlink_reported: False when the source (an NCCL XML without <nvlink>, e.g.
+                 # Azure's NCCL_TOPO_FILE) cannot show NVLink: the pair's PCIe verdict is then
+                 # "NVLink not reported", not a fact; findings on such pairs drop to INFO
   "gpu_nic": [{"gpu": "GPU0", "nic": str, "path_class": str, "gdr": bool, "reason": str,
                "bandwidth_gbs": float, "pxn_via": "GPU3"|null, "hops": [hop, ...],   # chosen NIC per GPU
                "label": matrix label|null, "nccl_path": str, "bottleneck": index|null,
@@ -237,6 +242,13 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
     """The snapshot document of a HostGraph (findings and estimate included)."""
     p2p = p2p if p2p is not None else G.graph.get("p2p")
     routes, pairs = paths.all_gpu_pairs(G, p2p=p2p)
+    unreported = G.graph.get("nvlink_reported") is False
+    for p in pairs:
+        nv = p["mechanism"] in ("nvlink", "nvswitch")
+        p["nvlink_reported"] = True if nv else (False if unreported else None)
+        if p["nvlink_reported"] is False:
+            p["reason"] = ("NVLink not reported by this file (NCCL adds NVLinks through NVML at run time); "
+                           "by PCIe alone: " + p["reason"])
     choice = paths.nic_choice(G)
     gpu_nic = paths.gpu_nic_choice(G, choice)
     compute = _compute_nics(G)
@@ -266,8 +278,25 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
     doc["summary"] = _summary(G, doc)
     doc["estimate"] = estimate(doc)
     doc["nccl_settings"] = suggest_nccl_settings(doc)
+    if unreported:
+        _nvlink_unreported(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
     return json.loads(json.dumps(doc, default=_jsonable))
+
+
+def _nvlink_unreported(doc: dict) -> None:
+    """The file cannot show NVLink: the PCIe-only intra-node estimate and the P2P level advice are
+    conditional (no NCCL_P2P_LEVEL suggestion for pairs that may well be NVLink-connected)."""
+    est = doc["estimate"] or {}
+    extra = " (NVLink not reported by this file: with NVLink the intra-node term is far higher)"
+    for p in est.get("points") or []:
+        if p.get("nodes") == 1 or (p.get("limit") == est.get("limiting_link") and "NIC" not in str(p.get("limit"))):
+            p["limit"] = str(p.get("limit")) + extra if extra not in str(p.get("limit")) else p["limit"]
+    if est.get("limiting_link") and "NIC" not in str(est["limiting_link"]):
+        est["limiting_link"] = str(est["limiting_link"]) + extra
+    if isinstance(est.get("notes"), list):
+        est["notes"].append("NVLink not reported by the topology file: the intra-node term uses PCIe only")
+    doc["nccl_settings"] = [s for s in doc["nccl_settings"] if s.get("name") != "NCCL_P2P_LEVEL"]
 
 
 def _network(doc: dict) -> dict:
@@ -329,7 +358,7 @@ def _graph_dict(G: nx.Graph) -> dict:
     return {"mode": G.graph.get("mode"), "cpu_vendor": G.graph.get("cpu_vendor"),
             "cpu_model": G.graph.get("cpu_model"), "disagreements": list(G.graph.get("disagreements") or []),
             "assumed_gpu_model": G.graph.get("assumed_gpu_model"), "gdr_module": G.graph.get("gdr_module"),
-            "iommu": G.graph.get("iommu"),
+            "iommu": G.graph.get("iommu"), "nvlink_reported": G.graph.get("nvlink_reported"),
             "nodes": nodes, "edges": edges}
 
 

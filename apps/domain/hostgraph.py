@@ -382,6 +382,27 @@ class _Build:
         if len(cpus) > 1 and assumed:
             self.used.add("inter_socket")
 
+    def nvlink_reporting(self, mode: str) -> None:
+        """``G.graph["nvlink_reported"]``: False when the only topology source is an NCCL XML with
+        several GPUs and no ``<nvlink>`` (and nothing else reported NVLink): such files (Azure's
+        NCCL_TOPO_FILE for ND-series VMs) leave NVLink out because NCCL adds the links it finds
+        through NVML at run time, so the PCIe path of a GPU pair is not a verdict. None when
+        nothing is to say (NVLink present, one GPU, or a source that would show NVLink)."""
+        G, f = self.G, self.f
+        G.graph["nvlink_reported"] = None
+        if mode != "nccl_xml" or len(f.gpus) < 2:
+            return
+        if any(d["kind"] == "nvlink" for _, _, d in G.edges(data=True)):
+            return
+        if {"nvidia_smi_topo", "nvidia_smi_nvlink"} & set(f.sources):
+            return
+        G.graph["nvlink_reported"] = False
+        self.extra_assumptions.append(
+            "NVLink not reported: this NCCL topology file has no <nvlink> elements. Files given to NCCL through "
+            "NCCL_TOPO_FILE (Azure ND-series VMs) leave NVLink out because NCCL adds the NVLinks it finds through "
+            "NVML at run time, so GPU pairs show their PCIe path only (\"NVLink not reported\"), not a verdict; "
+            "send nvidia-smi topo -m to know.")
+
     def numa_accounting(self) -> None:
         """``G.graph["numa_nodes"]``: NUMA nodes the host has as far as reported (NUMA ids run from
         0, so the highest id reported by the affinity columns, the PCI listing or the XML + 1, and
@@ -915,6 +936,7 @@ class _Build:
         self.nvlinks()
         self.sockets()
         self.numa_accounting()
+        self.nvlink_reporting(mode)
         self.check_against_topo(exact=not inferred)
         G.graph["warnings"] = self.warnings
         G.graph["disagreements"] = self.disagreements

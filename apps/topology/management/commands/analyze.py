@@ -151,7 +151,8 @@ def render_text(doc: dict) -> str:
         for p in doc["gpu_pairs"]:
             a = _any_assumed(p["hops"])
             starred |= a and p["bottleneck_gbs"] is not None
-            rows.append([p["a"], p["b"], p["path_class"], p["mechanism"].replace("_", " "),
+            how = "NVLink not reported" if p.get("nvlink_reported") is False else p["mechanism"].replace("_", " ")
+            rows.append([p["a"], p["b"], p["path_class"], how,
                          "yes" if p["p2p"] else "no", _bw(p["bottleneck_gbs"], a), p["reason"]])
         lines += _table(["a", "b", "class", "how", "P2P", "GB/s", "why"], rows)
     if doc["gpu_nic"]:
