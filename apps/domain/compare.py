@@ -7,7 +7,9 @@ differ from its peers?" (journey 5). ``doc_a`` is *before* (or the reference), `
 Returns a plain dict (JSON-ready)::
 
     {"changed": bool,
-     "summary": [str, ...],                      # one plain sentence per difference, most telling first
+     "summary": [str, ...],   # one plain sentence per difference, most important first: port state,
+                         # narrowed links, NIC/GPU count, NIC order, added/removed, other links,
+                         # GPU->NIC picks, moved devices (grouped), NUMA (grouped), findings
      "devices": [{"name", "kind", "status": "added"|"removed"|"changed", "changes": [str]}],
      "links": [{"device", "kind", "before": str|null, "after": str|null, "before_gbs", "after_gbs",
                 "status": "added"|"removed"|"changed"}],           # PCIe gen/width, NVLink counts
@@ -39,7 +41,7 @@ from typing import Any, Mapping
 
 from apps.domain.cluster import path_between
 
-__all__ = ["compare_docs", "doc_edges", "upstream_links", "describe_link"]
+__all__ = ["compare_docs", "short_summary", "doc_edges", "upstream_links", "describe_link"]
 
 _DEVICE_KINDS = ("gpu", "nic", "nvswitch", "nvme", "switch", "root_complex", "root_port", "cpu", "other")
 
@@ -331,6 +333,89 @@ def _findings(doc_a: Mapping, doc_b: Mapping) -> dict:
     return {"fixed": fixed, "new": left_b, "kept": kept}
 
 
+# Importance of each kind of difference (lower first): what stops or slows traffic comes first.
+RANK_PORT_STATE, RANK_LINK_NARROWED, RANK_COUNT, RANK_NIC_ORDER, RANK_ADDED_REMOVED = 0, 1, 2, 3, 4
+RANK_LINK_OTHER, RANK_GPU_NIC, RANK_MOVED, RANK_NUMA, RANK_FINDING, RANK_OTHER = 5, 6, 7, 8, 9, 10
+
+
+def _group_names(names: list[str], limit: int = 4) -> str:
+    names = sorted(names, key=_natural)
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _ranked_summary(devices: list[dict], links: list[dict], gpu_nic: list[dict], findings: dict, nic_order: bool,
+                    nic_counts: tuple[int, int], gpu_counts: tuple[int, int]) -> list[tuple[int, str]]:
+    """(rank, sentence) pairs: port state, narrowed links, counts, NIC order, then the rest.
+
+    Many devices changing the same way (every GPU moved, every NUMA node renumbered) read as one
+    sentence naming the devices, so a different machine model does not drown the list.
+    """
+    out: list[tuple[int, str]] = []
+    moved: list[tuple[str, str]] = []
+    numa: list[str] = []
+    unreported: list[str] = []
+    added_removed: dict[str, list[str]] = {"added": [], "removed": []}
+    for d in devices:
+        if d["status"] != "changed":
+            if d["kind"] in ("gpu", "nic"):
+                added_removed[d["status"]].append(d["name"])
+            continue
+        for c in d["changes"]:
+            if c.startswith("port ") and "state unknown" in c:
+                unreported.append(d["name"])  # one side did not report the port: not a change of the port
+            elif c.startswith("port "):
+                out.append((RANK_PORT_STATE, f"{d['name']}: {c}"))
+            elif c.startswith("moved"):
+                moved.append((d["name"], c))
+            elif c.startswith("NUMA"):
+                numa.append(d["name"])
+            else:
+                out.append((RANK_OTHER, f"{d['name']}: {c}"))
+    for lk in links:
+        a, b = lk.get("before_gbs"), lk.get("after_gbs")
+        narrowed = a is not None and b is not None and b < a
+        out.append((RANK_LINK_NARROWED if narrowed else RANK_LINK_OTHER,
+                    f"{lk['device']} link {lk['before'] or 'none'} -> {lk['after'] or 'none'}"))
+    if nic_counts[0] != nic_counts[1]:
+        out.append((RANK_COUNT, f"NIC count {nic_counts[0]} -> {nic_counts[1]}"))
+    if gpu_counts[0] != gpu_counts[1]:
+        out.append((RANK_COUNT, f"GPU count {gpu_counts[0]} -> {gpu_counts[1]}"))
+    if nic_order:
+        out.append((RANK_NIC_ORDER, "NICs in another order: GPUs pick different NICs (" +
+                    ", ".join(f"{e['gpu']}: {e['after']['nic']} instead of {e['before']['nic']}"
+                              for e in gpu_nic if e["before"] and e["after"]
+                              and e["before"]["nic"] != e["after"]["nic"])[:300] + ")"))
+    elif len(gpu_nic) > 4:
+        out.append((RANK_GPU_NIC, f"{len(gpu_nic)} GPUs reach their NIC differently ({_group_names([e['gpu'] for e in gpu_nic])})"))
+    else:
+        out.extend((RANK_GPU_NIC, e["text"]) for e in gpu_nic)
+    if len(moved) > 3:
+        out.append((RANK_MOVED, f"{_group_names([m[0] for m in moved])} sit elsewhere in the PCIe tree"))
+    else:
+        out.extend((RANK_MOVED, f"{name}: {c}") for name, c in moved)
+    if numa:
+        out.append((RANK_NUMA, f"NUMA node changed for {_group_names(numa)}"))
+    for status, names in added_removed.items():
+        if len(names) > 3:
+            out.append((RANK_ADDED_REMOVED, f"{_group_names(names)} {status}"))
+        else:
+            out.extend((RANK_ADDED_REMOVED, f"{name} {status}") for name in names)
+    if unreported:
+        out.append((RANK_OTHER, f"port state and rate reported on one side only for {_group_names(unreported)}"))
+    out.extend((RANK_FINDING, f"fixed: {f['rule']} {f['title']}") for f in findings["fixed"])
+    out.extend((RANK_FINDING, f"new: {f['rule']} {f['title']}") for f in findings["new"])
+    return out
+
+
+def short_summary(diff: Mapping[str, Any], limit: int = 5) -> list[str]:
+    """The first ``limit`` lines of ``diff["summary"]`` (already most important first), and
+    "and N more" when there are more."""
+    lines = list(diff.get("summary") or [])
+    if len(lines) <= limit:
+        return lines
+    return lines[:limit] + [f"and {len(lines) - limit} more (see compare)"]
+
+
 def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     """What differs from ``doc_a`` (before / reference) to ``doc_b`` (after / this host).
 
@@ -357,26 +442,10 @@ def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     pick_b = [e["nic"] for e in sorted(doc_b.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
     nic_order = nics_a == nics_b and sorted(pick_a) == sorted(pick_b) and pick_a != pick_b
 
-    summary: list[str] = []
-    if len(nics_a) != len(nics_b):
-        summary.append(f"NIC count {len(nics_a)} -> {len(nics_b)}")
-    ga, gb = len(doc_a.get("gpus", [])), len(doc_b.get("gpus", []))
-    if ga != gb:
-        summary.append(f"GPU count {ga} -> {gb}")
-    for d in devices:
-        if d["status"] == "changed":
-            summary.extend(f"{d['name']}: {c}" for c in d["changes"])
-        elif d["kind"] in ("gpu", "nic"):
-            summary.append(f"{d['name']} {d['status']}")
-    summary.extend(f"{lk['device']} link {lk['before'] or 'none'} -> {lk['after'] or 'none'}" for lk in links)
-    if nic_order:
-        summary.append("NICs in another order: GPUs pick different NICs (" +
-                       ", ".join(f"{e['gpu']}: {e['after']['nic']} instead of {e['before']['nic']}"
-                                 for e in gpu_nic if e["before"] and e["after"]
-                                 and e["before"]["nic"] != e["after"]["nic"])[:300] + ")")
-    summary.extend(e["text"] for e in gpu_nic if not nic_order)
-    summary.extend(f"fixed: {f['rule']} {f['title']}" for f in findings["fixed"])
-    summary.extend(f"new: {f['rule']} {f['title']}" for f in findings["new"])
+    summary = [text for _, text in sorted(_ranked_summary(devices, links, gpu_nic, findings, nic_order,
+                                                            (len(nics_a), len(nics_b)),
+                                                            (len(doc_a.get("gpus", [])), len(doc_b.get("gpus", [])))),
+                                          key=lambda rt: rt[0])]
     changed = bool(devices or links or pairs or gpu_nic or matrix or remote or findings["fixed"] or findings["new"])
     if changed and not summary:
         summary.append(f"{len(pairs)} GPU pair(s) and {len(matrix)} GPU x NIC cell(s) changed")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from apps.domain.analysis import analyze_host
-from apps.domain.compare import compare_docs, describe_link, doc_edges, upstream_links
+from apps.domain.compare import compare_docs, describe_link, doc_edges, short_summary, upstream_links
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 TOPO = (FIX / "nvidia_smi_topo" / "mooncake_issue_8xnv18_12nic_cpuset_list.txt").read_text()
@@ -92,3 +92,31 @@ def test_edges_with_a_citation_in_place_of_the_source_are_repaired(base):
         assert e["source"] in nodes and e["target"] in nodes
     up = upstream_links(base)
     assert up["GPU0"]["kind"] == "pcie" and describe_link(up["GPU0"]).startswith("Gen")
+
+
+def test_summary_ranks_a_port_down_before_the_nic_choices_it_causes(base):
+    after = analyze_host({"nvidia_smi_topo": TOPO, "ibstat": port_down(IBSTAT, "mlx5_0")}, "n1").to_dict()
+    r = compare_docs(base, after)
+    assert r["summary"][0].startswith("mlx5_0: port Active")
+    assert any(line.startswith("GPU0 -> ") for line in r["summary"][1:])
+    findings_at = [i for i, line in enumerate(r["summary"]) if line.startswith(("new:", "fixed:"))]
+    assert findings_at and min(findings_at) > 0
+
+
+def test_another_machine_model_reads_as_a_few_lines_not_one_per_device(base):
+    """Two different real captures (12-NIC NV18 board vs a 6-NIC H100 board): moves are grouped."""
+    della = analyze_host({"nvidia_smi_topo": (FIX / "bundles" / "paths_della_8xh100_6nic" / "nvidia_smi_topo.txt")
+                          .read_text()}, "d1").to_dict()
+    r = compare_docs(base, della)
+    moved_lines = [line for line in r["summary"] if "PCIe tree" in line or ": moved" in line]
+    assert len(moved_lines) <= 1
+    assert r["summary"][0].startswith(("NIC count", "GPU count")) or "port" in r["summary"][0]
+    short = short_summary(r, limit=5)
+    assert len(short) <= 6
+    if len(r["summary"]) > 5:
+        assert short[-1] == f"and {len(r['summary']) - 5} more (see compare)"
+
+
+def test_short_summary_keeps_short_lists_whole():
+    assert short_summary({"summary": ["a", "b"]}) == ["a", "b"]
+    assert short_summary({"summary": list("abcdefg")}, limit=3) == ["a", "b", "c", "and 4 more (see compare)"]
