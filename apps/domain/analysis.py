@@ -74,6 +74,13 @@ is always present (empty list / null when unknown):
                   "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float,
                   "also": [node ids of nested links carrying the same flows, merged into this row]}],
   "p2p_gaps": [{"a": "GPU0", "b": "GPU5", "reason": str}],
+  "gpu_groups": [{"gpus": ["GPU0", ...], "link": "nvlink"|"pcie_switch"|"pcie_p2p"|"nvb",
+                  "classes": [path classes inside the group], "bottleneck_gbs": float|null,
+                  "sentence": str}],
+                 # which GPUs to group together (tensor-parallel groups): maximal cliques with
+                 # peer-to-peer between every two members, best first (NVLink, then one PCIe
+                 # switch, then other PCIe P2P, then NVB relays; bigger, then faster); a group
+                 # inside a better listed one is left out; at most 8. See gpu_groups().
   "network": {"state": "ok"|"all_down"|"no_rdma_nic"|"unknown",   # can NCCL use an RDMA NIC?
               "usable": [NIC names NCCL may use (Active, or state unknown)],
               "message": str|null},   # all_down: every HCA port is down, NCCL falls back to
@@ -130,7 +137,8 @@ from apps.domain.findings import evaluate
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.parsers import KINDS, to_jsonable
 
-__all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "path_between", "HOSTNAME_SECTION"]
+__all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
+           "HOSTNAME_SECTION"]
 
 SCHEMA = 1
 HOSTNAME_SECTION = "hostname"  # a report section holding the host's name, not a parser kind
@@ -171,6 +179,8 @@ class HostAnalysis:
         doc.setdefault("assumptions", [])
         if "network" not in doc:
             doc["network"] = _network(doc)
+        if "gpu_groups" not in doc:
+            doc["gpu_groups"] = gpu_groups(doc["gpu_pairs"])
         return cls(doc)
 
     def host_graph(self) -> nx.Graph:
@@ -275,6 +285,7 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
         "assumptions": [str(a) for a in G.graph.get("assumptions") or []],
     }
     doc["network"] = _network(doc)
+    doc["gpu_groups"] = gpu_groups(pairs)
     doc["summary"] = _summary(G, doc)
     doc["estimate"] = estimate(doc)
     doc["nccl_settings"] = suggest_nccl_settings(doc)
@@ -282,6 +293,65 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
         _nvlink_unreported(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
     return json.loads(json.dumps(doc, default=_jsonable))
+
+
+_TIER_WORDS = {0: "NVLink", 1: "PCIe peer-to-peer inside one PCIe switch", 2: "PCIe peer-to-peer",
+               3: "peer-to-peer relayed over NVLink through another GPU"}
+
+
+def _tier(p: Mapping) -> int | None:
+    """How good a pair is for a group: 0 NVLink/NVSwitch, 1 PCIe P2P in one switch (PIX), 2 other
+    PCIe P2P (PXB), 3 NVB relay; None without peer-to-peer (SHM)."""
+    if not p.get("p2p"):
+        return None
+    if p["mechanism"] in ("nvlink", "nvswitch") and not p.get("via"):
+        return 0
+    if p.get("via"):
+        return 3
+    return 1 if p.get("path_class") == "PIX" else 2
+
+
+def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
+    """GPUs to put together (tensor-parallel groups): maximal cliques of GPUs with peer-to-peer
+    between every two members, best first (NVLink before PCIe switch before other PCIe P2P before
+    NVB relays; then bigger, then faster). Cliques are taken at each quality level, so a DGX-1 cube
+    mesh lists its NVLink quads even though NVB relays connect all eight GPUs."""
+    G = nx.Graph()
+    for p in pairs:
+        t = _tier(p)
+        if t is not None:
+            G.add_edge(p["a"], p["b"], tier=t, gbs=p.get("bottleneck_gbs"), cls=p.get("path_class"))
+    found: dict[frozenset, dict] = {}
+    for level in (0, 1, 2, 3):
+        H = nx.Graph([(a, b) for a, b, d in G.edges(data=True) if d["tier"] <= level])
+        for clique in nx.find_cliques(H):
+            key = frozenset(clique)
+            if len(key) < 2 or key in found:
+                continue
+            members = sorted(key, key=paths._natural)
+            edges = [G.edges[a, b] for i, a in enumerate(members) for b in members[i + 1:]]
+            worst = max(e["tier"] for e in edges)
+            gbs = [e["gbs"] for e in edges if e["gbs"] is not None]
+            classes = sorted({e["cls"] for e in edges if e["cls"]})
+            low = min(gbs) if gbs else None
+            found[key] = {"gpus": members, "link": ("nvlink", "pcie_switch", "pcie_p2p", "nvb")[worst],
+                          "classes": classes, "bottleneck_gbs": low, "_tier": worst}
+    groups = sorted(found.values(), key=lambda g: (g["_tier"], -len(g["gpus"]), -(g["bottleneck_gbs"] or 0),
+                                                   paths._natural(g["gpus"][0])))
+    # drop a group contained in a better-or-equal listed one
+    out: list[dict] = []
+    for g in groups:
+        if any(set(g["gpus"]) <= set(o["gpus"]) and o["_tier"] <= g["_tier"] for o in out):
+            continue
+        out.append(g)
+    for g in out:
+        names = g["gpus"]
+        listed = ", ".join(names[:-1]) + " and " + names[-1]
+        speed = f", at least {g['bottleneck_gbs']:.1f} GB/s per direction" if g["bottleneck_gbs"] else ""
+        between = "between them" if len(names) == 2 else "between every two of them"
+        g["sentence"] = (f"Group {listed}: {_TIER_WORDS[g.pop('_tier')]} {between} "
+                         f"({'/'.join(g['classes'])}{speed}).")
+    return out[:limit]
 
 
 def _nvlink_unreported(doc: dict) -> None:

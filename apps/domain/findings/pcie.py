@@ -24,13 +24,17 @@ P02 = Rule("P02", "GPU pair through a CPU host bridge", "MED",
            "paths.cc L356-362 (v2.30; changed in 2.23) vs v2.21.5 L279-295 [S2]; topo.h INTEL_P2P_OVERHEAD, "
            "search.cc L90 [S1][S5]")
 P03 = Rule("P03", "P2P capability gap", "HIGH",
-           "For CNS/TNS check ACS (P04) and the IOMMU (P05); GNS is a hardware limit of the GPU model; "
-           "DR means P2P was disabled by a driver registry key.",
+           "For CNS/TNS check ACS (P04): run sudo lspci -vvv and read the ACSCtl: line of every PCIe switch "
+           "and root port between the two GPUs (ReqRedir+ or CmpltRedir+ means peer traffic is redirected to "
+           "the root complex; quick check: sudo lspci -vvv | grep ACSCtl | grep SrcValid+), then the IOMMU "
+           "(P05); GNS is a hardware limit of the GPU model; DR means P2P was disabled by a driver registry key.",
            "NCCL GPU troubleshooting (topo -p2p, OK matrix) [S14]; paths.cc L373-411 (NVML p2pStatusRead/Write) [S2]; "
            "nvidia-smi topo -p2p legend incl. DR [S28]")
 P04 = Rule("P04", "ACS redirect on the P2P path", "CRIT",
-           "Disable ACS in the BIOS or per boot with setpci -s <bdf> ECAP_ACS+0x6.w=0000 on the switch/root ports "
-           "listed (NCCL troubleshooting loop). In a VM keep ACS on and enable ATS on the NIC instead.",
+           "Check with sudo lspci -vvv: the ACSCtl: line of each switch/root port listed must not show ReqRedir+ "
+           "or CmpltRedir+ (NCCL's quick check: sudo lspci -vvv | grep ACSCtl | grep SrcValid+). Disable ACS in "
+           "the BIOS or per boot with setpci -s <bdf> ECAP_ACS+0x6.w=0000 on the switch/root ports listed (NCCL "
+           "troubleshooting loop). In a VM keep ACS on and enable ATS on the NIC instead.",
            "NCCL troubleshooting ACS [S13]; net_ib/common.h L616 [S11]; NCCL issues #2079, #606, #304, #667, #700 "
            "[S33][S34][S35][S36][S44]; VM ATS/ACS appendix [S64]")
 P05 = Rule("P05", "IOMMU translating on bare metal", "HIGH",
@@ -279,8 +283,10 @@ def rule_p04(ctx: Ctx) -> list[dict]:
                "halved bandwidth, NCCL hangs, or 'NET/IB : Got completion with error 4'. On bare metal ACS "
                "redirect should be off; in a VM it must stay on (use ATS instead).")
         out.append(finding(P04, [bdf] + below, msg,
-                           fix=f"Disable ACS in the BIOS, or per boot: setpci -s {bdf} ECAP_ACS+0x6.w=0000 "
-                               "(bare metal only). In a VM keep ACS on and enable ATS on the NIC."))
+                           fix=f"Check: sudo lspci -vvv -s {bdf} | grep ACSCtl must show ReqRedir- CmpltRedir- "
+                               f"(all ports: sudo lspci -vvv | grep ACSCtl | grep SrcValid+). Disable ACS in the BIOS, "
+                               f"or per boot: setpci -s {bdf} ECAP_ACS+0x6.w=0000 (bare metal only). In a VM keep ACS "
+                               "on and enable ATS on the NIC."))
     return out
 
 

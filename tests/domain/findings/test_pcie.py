@@ -63,6 +63,7 @@ def test_p03_cns_on_pix_pair_fires_ok_does_not():
     [f] = fired(doc, p2p_results({("GPU0", "GPU1"): "CNS"}, names), rule="P03")
     assert f["devices"] == ["GPU0", "GPU1"] and f["severity"] == "HIGH" and "CNS" in f["message"]
     assert fired(doc, p2p_results({}, names), rule="P03") == []
+    assert "lspci -vvv" in f["fix"] and "ACSCtl" in f["fix"]  # journey 2: what to check for ACS
 
 
 def test_p04_acs_redirect_on_switch_port_above_gpus():
@@ -79,6 +80,8 @@ def test_p04_acs_redirect_on_switch_port_above_gpus():
     [f] = fired(doc, acs, rule="P04")
     assert f["severity"] == "CRIT" and f["devices"] == ["0000:02:00.0", "GPU0", "mlx5_0"]
     assert "setpci -s 0000:02:00.0" in f["fix"]
+    # journey 2: the answer names the lspci -vvv line to check
+    assert "lspci -vvv -s 0000:02:00.0" in f["fix"] and "ACSCtl" in f["fix"] and "ReqRedir-" in f["fix"]
     off = {"lspci_verbose": {"devices": [{"bdf": "0000:02:00.0", "port_type": "Downstream Port",
                                           "acs_ctl": {"SrcValid": True, "ReqRedir": False, "CmpltRedir": False}}]}}
     assert fired(doc, off, rule="P04") == []

@@ -155,6 +155,9 @@ def render_text(doc: dict) -> str:
             rows.append([p["a"], p["b"], p["path_class"], how,
                          "yes" if p["p2p"] else "no", _bw(p["bottleneck_gbs"], a), p["reason"]])
         lines += _table(["a", "b", "class", "how", "P2P", "GB/s", "why"], rows)
+    if doc.get("gpu_groups"):
+        lines += ["", "GPUs to group together (peer-to-peer between every two; best first):"]
+        lines += [f"  {g['sentence']}" for g in doc["gpu_groups"]]
     if doc["gpu_nic"]:
         lines += ["", "GPU -> NIC (the NIC NCCL would use; GB/s per direction):"]
         rows = []
