@@ -145,7 +145,10 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
     for host, doc, g, e in ((ha, doc_a, gpu_a, ea), (hb, doc_b, gpu_b, eb)):
         if e is None:
             known = _find(doc.get("gpus", []), "name", g) is not None or not doc.get("gpus")
-            why = (f"{host}/{g} has no usable NIC: no active NIC port is reachable from it"
+            net = doc.get("network") or {}
+            why = (f"{host}/{g} has no usable NIC: {net['message']}" if known and net.get("message")
+                   and net.get("state") in ("all_down", "no_rdma_nic") else
+                   f"{host}/{g} has no usable NIC: no active NIC port is reachable from it"
                    if known else f"{host} has no {g}")
             return _no_route(src, dst, why)
     pxn = bool(ea.get("pxn_via") and ea.get("pxn_hops"))

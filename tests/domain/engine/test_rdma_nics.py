@@ -65,3 +65,12 @@ def test_nccl_xml_network_functions_are_nccl_nics():
     doc = _doc("aws_p4de_xml")  # EFA devices listed by NCCL's topology file
     assert doc["summary"]["nic_count"] == 4
     assert len(doc["gpu_nic"]) == 8
+
+
+def test_cross_host_path_from_a_host_whose_ports_are_all_down_says_sockets():
+    from apps.domain.analysis import path_between
+
+    a = _doc("stelline_esc8000a")
+    b = _doc("paths_della_8xh100_6nic")
+    p = path_between(a, "GPU0", b, "GPU5")
+    assert p["hops"] == [] and "sockets" in p["explanation"] and "No HCA port is Active" in p["explanation"]
