@@ -413,7 +413,7 @@ def short_summary(diff: Mapping[str, Any], limit: int = 5) -> list[str]:
     lines = list(diff.get("summary") or [])
     if len(lines) <= limit:
         return lines
-    return lines[:limit] + [f"and {len(lines) - limit} more (see compare)"]
+    return lines[:limit] + [f"and {len(lines) - limit} more"]
 
 
 def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:

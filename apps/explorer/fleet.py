@@ -1,71 +1,111 @@
 """Group a cluster's hosts by identical topology and name what makes the odd ones out differ.
 
-Hosts are grouped by ``summary.fingerprint`` (GPU count/model, NIC count/rates/states, link
-classes and widths). Within a *platform* (same GPU count and model) the largest group is the
-norm; every other host of that platform is an odd one out, and ``compare_docs(norm, host)``
-names what differs (a GPU at x8, an HCA Down, NICs in another order, a different NIC count).
-Only the documents of odd hosts and one representative per platform are loaded.
+A *platform* is the same GPU count, the same GPU model (named by the report, else the class the
+engine assumed, else the widest NVLink bundle between GPUs) and the same NVLink / NVSwitch kind:
+an 8-GPU H100 board and an 8-GPU V100 board are different platforms, never each other's norm.
+
+Within a platform, hosts are grouped by ``summary.fingerprint`` (GPU count/model, NIC
+count/rates/states, link classes and widths): a *layout*. The platform's most common layout is
+its norm when one layout holds more hosts than any other; every host of another layout of that
+platform is an odd one out, and ``compare_docs(norm, host)`` names what differs, most important
+first and capped (``short_summary``). A platform with one host has no norm; a platform whose
+layouts tie has no majority, and neither is flagged.
+
+Only the documents of odd hosts and one representative per platform are loaded; the platform of
+every host comes from ``facts`` (summary and assumed model, read without the whole document).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
-from apps.domain.compare import compare_docs
+from apps.domain.compare import compare_docs, short_summary
+from apps.explorer import labels
+
+NORM, ODD, ALONE, NO_MAJORITY = "norm", "odd", "alone", "no-majority"
 
 
 @dataclass
 class HostGroup:
     fingerprint: str
     platform: str
+    platform_key: tuple = ()
     snapshots: list = field(default_factory=list)
-    is_norm: bool = False
+    status: str = NORM  # NORM, ODD, ALONE (one host in its platform) or NO_MAJORITY
+
+    @property
+    def is_norm(self) -> bool:
+        return self.status == NORM
 
 
 @dataclass
 class FleetView:
     groups: list[HostGroup]
-    odd: dict[int, list[str]]  # snapshot id -> differences from the platform's norm
+    odd: dict[int, list[str]]  # snapshot id -> differences from the platform's norm, most important first
     norm_of: dict[int, int]  # snapshot id -> snapshot id of the norm representative
+    status: dict[int, str] = field(default_factory=dict)  # snapshot id -> its group's status
+    platform_size: dict[int, int] = field(default_factory=dict)  # snapshot id -> hosts in its platform
+    # snapshot id -> differences from the first host of its platform when no layout has a majority
+    # (shown, not flagged); norm_of then names that host
+    differs: dict[int, list[str]] = field(default_factory=dict)
 
 
-def platform_of(s) -> str:
-    return f"{s.gpu_count}x {s.gpu_model or 'GPU (model unknown)'}"
+def platform_of(s, facts: Mapping | None = None) -> tuple[tuple, str]:
+    """(key, label) of snapshot row ``s``; ``facts``: {"summary", "assumed_gpu_model", "nvlink_class"}."""
+    f = facts or {}
+    return labels.platform(s.gpu_count, f.get("summary"), s.gpu_model, f.get("assumed_gpu_model"),
+                           f.get("nvlink_class"))
 
 
-def group_hosts(snapshots: Sequence, load_doc: Callable[[int], dict], max_lines: int = 6) -> FleetView:
-    """``snapshots``: latest Snapshot rows (document deferred); ``load_doc(id)`` returns a document."""
-    by_fp: dict[str, HostGroup] = {}
+def group_hosts(snapshots: Sequence, load_doc: Callable[[int], dict], facts: Mapping[int, Mapping] | None = None,
+                max_lines: int = 5) -> FleetView:
+    """``snapshots``: latest Snapshot rows (document deferred); ``load_doc(id)`` returns a document;
+    ``facts``: snapshot id -> {"summary", "assumed_gpu_model", "nvlink_class"} (see ``platform_of``)."""
+    facts = facts or {}
+    by_fp: dict[tuple, HostGroup] = {}
     for s in snapshots:
-        g = by_fp.setdefault(s.fingerprint or f"unknown-{s.pk}", HostGroup(s.fingerprint, platform_of(s)))
+        key, label = platform_of(s, facts.get(s.pk))
+        fp = s.fingerprint or f"unknown-{s.pk}"
+        g = by_fp.setdefault((key, fp), HostGroup(s.fingerprint, label, key))
         g.snapshots.append(s)
-    by_platform: dict[str, list[HostGroup]] = defaultdict(list)
+    by_platform: dict[tuple, list[HostGroup]] = defaultdict(list)
     for g in by_fp.values():
-        by_platform[g.platform].append(g)
-    odd: dict[int, list[str]] = {}
-    norm_of: dict[int, int] = {}
-    for platform, groups in by_platform.items():
+        by_platform[g.platform_key].append(g)
+    view = FleetView(groups=[], odd={}, norm_of={})
+    for groups in by_platform.values():
         groups.sort(key=lambda g: (-len(g.snapshots), g.snapshots[0].host.hostname))
+        size = sum(len(g.snapshots) for g in groups)
         norm = groups[0]
-        if len(norm.snapshots) > 1 or len(groups) == 1:
-            norm.is_norm = True
-        if len(groups) == 1:
-            continue
-        ref = norm.snapshots[0]
-        ref_doc = load_doc(ref.pk)
-        for g in groups[1:] if norm.is_norm else groups:
+        if size == 1:
+            norm.status = ALONE
+        elif len(groups) > 1 and len(groups[1].snapshots) == len(norm.snapshots):
+            ref = norm.snapshots[0]
+            ref_doc = load_doc(ref.pk)
+            for g in groups:
+                g.status = NO_MAJORITY
+                for s in g.snapshots if g is not norm else ():
+                    view.differs[s.pk] = short_summary(compare_docs(ref_doc, load_doc(s.pk)), max_lines)
+                    view.norm_of[s.pk] = ref.pk
+        else:
+            norm.status = NORM
+            ref = norm.snapshots[0]
+            ref_doc = load_doc(ref.pk) if len(groups) > 1 else None
+            for g in groups[1:]:
+                g.status = ODD
+                for s in g.snapshots:
+                    diff = compare_docs(ref_doc, load_doc(s.pk))
+                    lines = short_summary(diff, max_lines) or ["layout differs in detail (see compare)"]
+                    view.odd[s.pk] = lines
+                    view.norm_of[s.pk] = ref.pk
+        for g in groups:
             for s in g.snapshots:
-                if s.pk == ref.pk:
-                    continue
-                diff = compare_docs(ref_doc, load_doc(s.pk))
-                lines = diff["summary"] or ["layout differs in detail (see compare)"]
-                odd[s.pk] = lines[:max_lines] + ([f"... and {len(lines) - max_lines} more"]
-                                                  if len(lines) > max_lines else [])
-                norm_of[s.pk] = ref.pk
-    ordered = sorted(by_fp.values(), key=lambda g: (not g.is_norm, -len(g.snapshots), g.platform))
-    return FleetView(groups=ordered, odd=odd, norm_of=norm_of)
+                view.status[s.pk] = g.status
+                view.platform_size[s.pk] = size
+    order = {NORM: 0, NO_MAJORITY: 1, ALONE: 2, ODD: 3}
+    view.groups = sorted(by_fp.values(), key=lambda g: (g.platform, order[g.status], -len(g.snapshots)))
+    return view
 
 
 def severity_totals(snapshots: Sequence) -> Counter:

@@ -59,3 +59,25 @@ def share_links_of(user) -> QuerySet[ShareLink]:
 
 def sorted_findings(doc: dict) -> list[dict]:
     return sorted(doc.get("findings") or [], key=lambda f: (SEVERITY_ORDER.get(f.get("severity"), 9), f.get("rule")))
+
+
+def snapshot_facts(snapshot_ids: list[int]) -> dict[int, dict]:
+    """Snapshot id -> {"summary", "assumed_gpu_model", "nvlink_class"} without loading whole documents.
+
+    ``nvlink_class`` (the widest NV# bundle between two GPUs, e.g. "NV12") is read only for
+    snapshots whose GPU model is neither named nor assumed but which have NVLink.
+    """
+    out: dict[int, dict] = {}
+    rows = Snapshot.objects.filter(pk__in=snapshot_ids).values_list(
+        "pk", "document__summary", "document__graph__assumed_gpu_model")
+    for pk, summary, assumed in rows:
+        out[pk] = {"summary": summary if isinstance(summary, dict) else {}, "assumed_gpu_model": assumed,
+                   "nvlink_class": None}
+    need = [pk for pk, f in out.items() if f["summary"].get("nvlink") and not f["summary"].get("gpu_model")
+            and not f["summary"].get("gpu_model_assumed") and not f["assumed_gpu_model"]]
+    if need:
+        for pk, pairs in Snapshot.objects.filter(pk__in=need).values_list("pk", "document__gpu_pairs"):
+            widths = [int(p["path_class"][2:]) for p in pairs or []
+                      if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
+            out[pk]["nvlink_class"] = f"NV{max(widths)}" if widths else None
+    return out

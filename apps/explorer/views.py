@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
-from apps.explorer import figures, fleet
+from apps.explorer import figures, fleet, labels
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import split_paste
@@ -61,14 +61,23 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
     except Cluster.DoesNotExist:
         raise Http404(f"no cluster {cluster!r}") from None
     snaps = ingest.latest_snapshots(c)
-    view = fleet.group_hosts(snaps, ingest.get_snapshot_doc)
+    facts = ex.snapshot_facts([s.pk for s in snaps])
+    view = fleet.group_hosts(snaps, ingest.get_snapshot_doc, facts)
     group_of = {}
     for i, g in enumerate(view.groups):
         for s in g.snapshots:
             group_of[s.pk] = (i + 1, g)
-    rows = [{"s": s, "group": group_of[s.pk][0], "is_norm": group_of[s.pk][1].is_norm,
-             "odd": view.odd.get(s.pk), "norm_id": view.norm_of.get(s.pk),
-             "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count} for s in snaps]
+    host_of = {s.pk: s.host.hostname for s in snaps}
+    rows = []
+    for s in snaps:
+        summary = facts.get(s.pk, {}).get("summary") or {}
+        rows.append({"s": s, "group": group_of[s.pk][0], "status": view.status.get(s.pk),
+                     "platform": group_of[s.pk][1].platform, "platform_size": view.platform_size.get(s.pk, 1),
+                     "odd": view.odd.get(s.pk), "differs": view.differs.get(s.pk), "norm_host": host_of.get(view.norm_of.get(s.pk)),
+                     "gpu_model": labels.gpu_model(summary, s.gpu_model),
+                     "nics": labels.nic_cell(summary, s.nic_count, s.active_nic_count),
+                     "nic_rates": labels.nic_rates(s.nic_models),
+                     "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count})
     hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
     return render(request, "explorer/cluster.html", {
         "cluster": c, "rows": rows, "groups": view.groups, "odd_count": len(view.odd),
@@ -102,6 +111,9 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
         "fig_nic": figures.nic_matrix_figure(doc).to_json(),
         "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
         "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: figures._natural(e["gpu"])),
+        "gpu_model": labels.gpu_model(doc.get("summary"), snap.gpu_model),
+        "nic_header": labels.nic_header(doc.get("summary")), "nic_rates": labels.nic_rates(snap.nic_models),
+        "assumptions": doc.get("assumptions") or [],
     })
 
 
