@@ -5,8 +5,14 @@
 * ``B_gpu``: per-GPU intra-node bandwidth usable by ring flows (GB/s per direction, spec). On
   NVSwitch boards ``NV# x per-link spec`` (H100 18 x 25 = 450); on switchless meshes and PCIe
   boxes the bottleneck hop of the best ring over the GPUs, where a hop is ``NV# x per-link`` for
-  NVLink pairs, the PCIe path (links shared by two ring flows in one direction count half) for
-  P2P pairs, and ``min(GPU PCIe, CPU<->CPU constant if SYS)`` for SHM pairs.
+  NVLink pairs, the PCIe path (``/ 1.2`` through an Intel root complex) for P2P pairs, and
+  ``min(GPU PCIe, CPU<->CPU constant if SYS)`` for SHM pairs (NCCL's constant, not the UPI/xGMI
+  spec). Ring flows are counted per directed link, links named by the node ids of the pair hops
+  (``gpu_pairs[].hops[].from_id/to_id``; labels such as "PCIe switch (inferred)" repeat): a link
+  that k ring flows traverse in one direction gives each ``spec / k`` (P09). The ring is the best
+  of the GPU order, the PCIe tree order (``graph`` parents: a switch's GPUs stay adjacent, so each
+  tree link is crossed once per direction), the best pair-threshold ring and, when shared links
+  keep those below the pair bound, a bounded exact search (<= 10 GPUs).
 * ``B_node``: sum over the Active compute NICs of one link layer of
   ``min(Rate/8, NIC PCIe link, GPU->NIC path)``; functions of one adapter share its PCIe link.
 * ``busbw(N=1) = eta_intra x B_gpu``; ``busbw(N>1) = min(eta_intra x B_gpu, eta_net x B_node)``
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from apps.domain.findings._base import (
@@ -71,6 +78,22 @@ def _edge_gbs(e: Mapping | None, capability: bool = False) -> float | None:
     return as_float(e.get("spec_gbs")) or _pcie(e.get("gen"), e.get("width"))
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One ring step a->b: ``bw`` GB/s per direction (spec), ``kind`` nvlink | pcie | shm_sys | shm,
+    ``links`` the directed links it loads as (from id, to id, GB/s, hop kind), ``narrow`` the link
+    that sets ``bw`` as (from id, to id, touches a GPU, hop kind), or None."""
+
+    bw: float
+    kind: str
+    links: tuple[tuple[str, str, float, str], ...]
+    narrow: tuple[str, str, bool, str] | None
+
+
+def _end(hop: Mapping, side: str) -> str:
+    return str(hop.get(f"{side}_id") or hop.get(side))
+
+
 class _Host:
     def __init__(self, doc: Mapping[str, Any]):
         self.ctx = Ctx(doc, {})
@@ -78,6 +101,11 @@ class _Host:
         self.names = self.ctx.gpu_names
         # the real model, else the representative of the class the engine assumed (bandwidth.assume)
         self.model = self.ctx.gpu_model() or (doc.get("graph") or {}).get("assumed_gpu_model")
+        self._steps: dict[tuple[str, str], _Step] = {}
+        self._ring: list[str] | None = None
+        self._labels: dict[str, int] = defaultdict(int)
+        for nid in self.ctx.nodes:
+            self._labels[self.ctx.node_name(nid)] += 1
 
     # --- per-link numbers -------------------------------------------------------------------
     def nv_per_link(self) -> float:
@@ -115,48 +143,238 @@ class _Host:
         return _DEFAULT_INTER_SOCKET
 
     # --- GPU pairs ------------------------------------------------------------------------
-    def hop(self, a: str, b: str) -> tuple[float, str]:
-        """(GB/s spec, kind) of the ring step a->b: kind nvlink | pcie | shm_sys | shm."""
+    def node_id(self, gpu: str) -> str:
+        return str((self.ctx.gpu(gpu) or {}).get("node") or gpu)
+
+    def intel_cpu(self) -> bool:
+        vendor = str((self.doc.get("graph") or {}).get("cpu_vendor") or "")
+        return "intel" in vendor.lower()
+
+    def step(self, a: str, b: str) -> "_Step":
+        """The ring step a->b: its figure (GB/s per direction, spec), kind and the directed links it loads.
+
+        Links are keyed by node id (``from_id``/``to_id`` of the pair's hops; ``from``/``to`` when a
+        document has no ids): labels such as "PCIe switch (inferred)" name several switches.
+        """
+        key = (a, b)
+        if key not in self._steps:
+            self._steps[key] = self._make_step(a, b)
+        return self._steps[key]
+
+    def _make_step(self, a: str, b: str) -> "_Step":
         cls = self.ctx.pair_class(a, b)
         c = nv_count(cls)
-        if c:
-            return c * self.nv_per_link(), "nvlink"
+        if c:  # point-to-point NVLink: no PCIe link is loaded
+            return _Step(c * self.nv_per_link(), "nvlink", (), None)
         pair = self.ctx.pair(a, b)
-        hops = [h for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
-        specs = [as_float(h.get("spec_gbs")) for h in hops if as_float(h.get("spec_gbs"))]
         mech = str(pair.get("mechanism") or "")
         shm = mech == "shm" or (not mech and cls not in GDR_CLASSES)
         kind = ("shm_sys" if cls == "SYS" else "shm") if shm else "pcie"
-        if specs:
-            return min(specs), kind
-        base = min(self.gpu_pcie(a), self.gpu_pcie(b))
-        if kind == "shm_sys":
-            base = min(base, self.inter_socket())
-        return base, kind
+        own = {self.node_id(a), self.node_id(b)}
+        links: list[tuple[str, str, float, str]] = []
+        best, narrow, socket = math.inf, None, False
+        for h in self._directed_hops(a, b):
+            hk = h.get("kind")
+            if hk == "inter_socket":  # NCCL plans CPU<->CPU with its constant, not the UPI/xGMI spec (2.4)
+                cap, socket = self.inter_socket(), True
+            elif hk == "pcie":
+                cap = as_float(h.get("spec_gbs"))
+            else:
+                continue
+            if not cap:
+                continue
+            frm, to = _end(h, "from"), _end(h, "to")
+            links.append((frm, to, cap, hk))
+            touches = frm in own or to in own
+            if cap < best - 1e-9 or (abs(cap - best) <= 1e-9 and touches and not (narrow and narrow[2])):
+                best, narrow = cap, (frm, to, touches, hk)
+        if links:
+            bw = best
+            if kind == "shm_sys" and not socket:  # a path without its socket hop: 5.2's SHM rule
+                bw = min(bw, self.inter_socket())
+                if bw < best:
+                    narrow = None
+        else:
+            bw = min(self.gpu_pcie(a), self.gpu_pcie(b))
+            if kind == "shm_sys":
+                bw = min(bw, self.inter_socket())
+        if kind == "pcie" and cls in ("PHB", "NODE", "SYS") and self.intel_cpu():
+            bw /= 1.2  # P2P through an Intel root complex (INTEL_P2P_OVERHEAD, 5.2)
+            narrow = None
+        return _Step(bw, kind, tuple(links), narrow)
+
+    def hop(self, a: str, b: str) -> tuple[float, str]:
+        """(GB/s spec, kind) of the ring step a->b: kind nvlink | pcie | shm_sys | shm."""
+        st = self.step(a, b)
+        return st.bw, st.kind
 
     def ring(self) -> list[str]:
-        names = self.names
+        """The GPU order of the best ring (cached)."""
+        if self._ring is None:
+            self._ring = self._best_ring()
+        return list(self._ring)
+
+    def _best_ring(self) -> list[str]:
+        """The ring NCCL would build: highest bottleneck first (pair figures and links that ring
+        flows share in one direction), then the fewest link crossings, then the earliest candidate.
+
+        Candidates: the GPU order; the PCIe tree order (GPUs under one switch / socket adjacent, so
+        every tree link is crossed once per direction); the ring of the best pair threshold. When
+        none reaches the pair bound (shared links bite), a bounded exact search (<= 10 GPUs)."""
+        names = list(self.names)
         n = len(names)
         if n <= 3:
-            return list(names)
-        w = {(a, b): self.hop(a, b)[0] for a in names for b in names if a != b}
-        natural = list(names)
+            return names
+        w = {(a, b): self.step(a, b).bw for a in names for b in names if a != b}
+        cands = [names]
+        tree = self._tree_order()
+        if tree != names:
+            cands.append(tree)
+        bound = math.inf
         if n <= 10:
-            thresholds = sorted(set(w.values()), reverse=True)
-            for t in thresholds:
-                if all(w[(a, b)] >= t for a, b in zip(natural, natural[1:] + natural[:1])):
-                    return natural
-                ring = _hamiltonian(names, lambda a, b: w[(a, b)] >= t)
+            for t in sorted(set(w.values()), reverse=True):
+                ok = [r for r in cands if all(w[(a, b)] >= t for a, b in zip(r, r[1:] + r[:1]))]
+                ring = ok[0] if ok else _hamiltonian(names, lambda a, b: w[(a, b)] >= t)
                 if ring:
-                    return ring
-        # greedy nearest-best neighbour for large boxes (uniform NVSwitch boards are exact anyway)
-        ring, left = [names[0]], set(names[1:])
-        while left:
-            cur = ring[-1]
-            nxt = max(sorted(left, key=gpu_sort_key), key=lambda x: w[(cur, x)])
-            ring.append(nxt)
-            left.remove(nxt)
-        return ring
+                    bound = t
+                    if ring not in cands:
+                        cands.append(ring)
+                    break
+        else:  # greedy nearest-best neighbour for large boxes (uniform NVSwitch boards are exact anyway)
+            ring, left = [names[0]], set(names[1:])
+            while left:
+                cur = ring[-1]
+                nxt = max(sorted(left, key=gpu_sort_key), key=lambda x: w[(cur, x)])
+                ring.append(nxt)
+                left.remove(nxt)
+            cands.append(ring)
+        scored = [(self._score(r), i, r) for i, r in enumerate(cands)]
+        (best_bw, _l, _k, uses), _i, best = min(scored, key=lambda s: (-round(s[0][0], 6), s[0][3], s[1]))
+        if n <= 10 and best_bw < min(bound, self._forced_bound(names)) - 1e-9:
+            found = self._search(names, best_bw)
+            if found is not None:
+                best = found
+        return best
+
+    def _tree_order(self) -> list[str]:
+        """GPUs in depth-first order of the PCIe tree (``graph`` parents), subtrees by smallest GPU."""
+        names = list(self.names)
+        index = {g: i for i, g in enumerate(names)}
+        chains: dict[str, list[str]] = {}
+        for g in names:
+            chain, seen = [], set()
+            cur = (self.ctx.nodes.get(self.node_id(g)) or {}).get("parent")
+            while cur is not None and cur not in seen:
+                seen.add(cur)
+                chain.append(cur)
+                cur = (self.ctx.nodes.get(cur) or {}).get("parent")
+            chains[g] = chain[::-1]
+        if not any(chains.values()):
+            return names
+        first: dict[str, int] = {}
+        for g, chain in chains.items():
+            for x in chain:
+                first[x] = min(first.get(x, index[g]), index[g])
+        return sorted(names, key=lambda g: [first[x] for x in chains[g]] + [index[g]])
+
+    def _score(self, ring: list[str]) -> tuple[float, str, str, int]:
+        """(bottleneck GB/s, limit text, kind, link crossings) of ``ring``."""
+        steps = list(zip(ring, ring[1:] + ring[:1]))
+        flows: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+        best, limit, kind = math.inf, "", "none"
+        for a, b in steps:
+            st = self.step(a, b)
+            if st.bw < best:
+                best, kind, limit = st.bw, st.kind, self._hop_text(a, b, st)
+            for frm, to, cap, hk in st.links:
+                flows[(frm, to)].append((cap, hk))
+        for (frm, to), uses in flows.items():  # ring order: the first link met names the limit
+            k, cap = len(uses), min(c for c, _ in uses)
+            if k > 1 and cap / k < best - 1e-9:
+                best, kind = cap / k, "shared"
+                what = "CPU socket link" if uses[0][1] == "inter_socket" else "PCIe uplink"
+                limit = (f"shared {what} {self._name(frm)} -> {self._name(to)} ({k} ring flows in the same "
+                         f"direction, {fmt_gbs(cap)} shared)")
+        return best, limit, kind, sum(len(u) for u in flows.values())
+
+    def _forced_bound(self, names: list[str]) -> float:
+        """An upper bound for any ring from links every ring must share: a ring leaves (and enters)
+        each GPU exactly once, so a directed link on every step out of k GPUs (or into k GPUs)
+        carries at least k flows (e.g. a switch uplink when its GPUs have no P2P: SHM)."""
+        out: dict[tuple[str, str], int] = defaultdict(int)
+        into: dict[tuple[str, str], int] = defaultdict(int)
+        caps: dict[tuple[str, str], float] = {}
+        for g in names:
+            others = [x for x in names if x != g]
+            for side, table in ((lambda x: self.step(g, x), out), (lambda x: self.step(x, g), into)):
+                common = None
+                for x in others:
+                    keys = {(frm, to) for frm, to, _c, _k in side(x).links}
+                    common = keys if common is None else common & keys
+                for x in others:
+                    for frm, to, cap, _k in side(x).links:
+                        caps[(frm, to)] = min(caps.get((frm, to), cap), cap)
+                for key in common or ():
+                    table[key] += 1
+        bound = math.inf
+        for table in (out, into):
+            for key, k in table.items():
+                if k > 1:
+                    bound = min(bound, caps[key] / k)
+        return bound
+
+    def _search(self, names: list[str], floor: float, budget: int = 10_000) -> list[str] | None:
+        """Branch and bound for a ring strictly better than ``floor``; at most ``budget`` partial
+        rings are expanded (a ring's value only falls as steps are added, which prunes)."""
+        best: list = [floor, None]
+        left_budget = [budget]
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        caps: dict[tuple[str, str], float] = {}
+        order = {a: sorted((b for b in names if b != a), key=lambda b: (-self.step(a, b).bw, gpu_sort_key(b)))
+                 for a in names}
+
+        def push(st: _Step, value: float) -> float:
+            value = min(value, st.bw)
+            for frm, to, cap, _hk in st.links:
+                key = (frm, to)
+                counts[key] += 1
+                caps[key] = min(caps.get(key, cap), cap)
+                if counts[key] > 1:
+                    value = min(value, caps[key] / counts[key])
+            return value
+
+        def pop(st: _Step) -> None:
+            for frm, to, _cap, _hk in st.links:
+                counts[(frm, to)] -= 1
+
+        def walk(path: list[str], left: set[str], value: float) -> None:
+            left_budget[0] -= 1
+            if left_budget[0] < 0:
+                return
+            last = path[-1]
+            if not left:
+                st = self.step(last, path[0])
+                v = push(st, value)
+                pop(st)
+                if v > best[0] + 1e-9:
+                    best[0], best[1] = v, list(path)
+                return
+            for nxt in order[last]:
+                if nxt not in left:
+                    continue
+                st = self.step(last, nxt)
+                v = push(st, value)
+                if v > best[0] + 1e-9:
+                    path.append(nxt)
+                    left.discard(nxt)
+                    walk(path, left, v)
+                    left.add(nxt)
+                    path.pop()
+                pop(st)
+
+        if len(names) > 1:
+            walk([names[0]], set(names[1:]), math.inf)
+        return best[1]
 
     def b_gpu(self) -> tuple[float | None, str, str]:
         """(B_gpu, limit text, hop kind) for the best ring."""
@@ -164,40 +382,39 @@ class _Host:
         if len(names) < 2:
             return None, "a single GPU: no intra-node all-reduce traffic", "none"
         ring = self.ring()
-        steps = list(zip(ring, ring[1:] + ring[:1])) if len(ring) > 2 else [(ring[0], ring[1])]
-        # flows per directed PCIe/inter-socket hop across the ring (P09: shared uplinks count half)
-        use: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for a, b in steps:
-            for h in self._directed_hops(a, b):
-                if h.get("kind") in ("pcie", "inter_socket", "host_memory_copy") and as_float(h.get("spec_gbs")):
-                    use[(str(h.get("from")), str(h.get("to")))].append(as_float(h["spec_gbs"]))
-        best, limit, kind = math.inf, "", "none"
-        for a, b in steps:
-            bw, k = self.hop(a, b)
-            if bw < best:
-                best, kind = bw, k
-                limit = self._hop_text(a, b, k, bw)
-        for (frm, to), specs in use.items():
-            if len(specs) > 1 and min(specs) / len(specs) < best:
-                best, kind = min(specs) / len(specs), "shared"
-                limit = (f"shared PCIe uplink {frm} -> {to} ({len(specs)} ring flows, "
-                         f"{fmt_gbs(min(specs))} shared)")
+        best, limit, kind, _uses = self._score(ring)
         return round(best, 2), limit, kind
 
     def _directed_hops(self, a: str, b: str) -> list[dict]:
         pair = self.ctx.pair(a, b)
         hops = [dict(h) for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
         if pair.get("a") == b:  # stored b->a: walk it backwards
-            hops = [dict(h, **{"from": h.get("to"), "to": h.get("from")}) for h in reversed(hops)]
+            hops = [dict(h, **{"from": h.get("to"), "to": h.get("from"),
+                               "from_id": h.get("to_id"), "to_id": h.get("from_id")}) for h in reversed(hops)]
         return hops
 
-    def _hop_text(self, a: str, b: str, kind: str, bw: float) -> str:
-        if kind == "nvlink":
+    def _name(self, node_id: str) -> str:
+        """A node's label, with its id when several nodes share that label."""
+        label = self.ctx.node_name(node_id) if node_id in self.ctx.nodes else node_id
+        if label != node_id and self._labels.get(label, 0) > 1:
+            return f"{label} [{node_id}]"
+        return label
+
+    def _hop_text(self, a: str, b: str, st: "_Step") -> str:
+        bw = st.bw
+        if st.kind == "nvlink":
             return "NVLink inside the node"
-        if kind == "shm_sys":
+        if st.kind == "shm_sys":
             return f"host memory (SHM) across the CPU socket link between {a} and {b} ({fmt_gbs(bw)})"
-        if kind == "shm":
+        if st.kind == "shm":
             return f"host memory (SHM) through the CPU between {a} and {b} ({fmt_gbs(bw)})"
+        if st.narrow is not None:
+            frm, to, _touches, _hk = st.narrow
+            if frm == self.node_id(a) or to == self.node_id(b):
+                g = a if frm == self.node_id(a) else b
+                return f"PCIe inside the node: {g}'s own PCIe link ({fmt_gbs(bw)}; ring step {a} -> {b})"
+            return (f"PCIe inside the node: link {self._name(frm)} -> {self._name(to)} ({fmt_gbs(bw)}; "
+                    f"ring step {a} -> {b})")
         return f"PCIe inside the node ({a} -> {b}, {fmt_gbs(bw)})"
 
     # --- NICs -----------------------------------------------------------------------------

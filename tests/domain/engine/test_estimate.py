@@ -1,7 +1,8 @@
 """All-reduce busbw estimate (domain.md 5.2/5.5) and suggested NCCL settings.
 
-The documents are synthetic (built with tests/domain/findings/docs.py); measured figures come from
-/work/shared/realdata/published_busbw.tsv at test time.
+The hand-built documents are synthetic (built with tests/domain/findings/docs.py, each with its
+diagram); the real captures are the fixture bundles (tests/fixtures/bundles, copied byte for byte
+from /work/shared/realdata); measured figures come from /work/shared/realdata/published_busbw.tsv.
 """
 
 from __future__ import annotations
@@ -11,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from apps.domain.estimate import ETA_NET, curve, estimate, suggest_nccl_settings
+from apps.domain import bandwidth as bw
+from apps.domain.analysis import analyze_host
+from apps.domain.bundle import read_bundle
+from apps.domain.estimate import ETA_NET, ETA_PCIE, _Host, curve, estimate, suggest_nccl_settings
 from tests.domain.findings.docs import add_pcie, host, nic
 
 PUBLISHED = Path("/work/shared/realdata/published_busbw.tsv")
+BUNDLES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
+TOPO = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia_smi_topo"
 
 
 def hgx(model="NVIDIA H100 80GB HBM3", nv="NV18", nics=8, rate=400, down=(), gen=5, layer="InfiniBand"):
@@ -117,6 +123,160 @@ def test_shared_uplink_halves_a_ring_hop():
     h.ring = lambda: ["GPU0", "GPU2", "GPU1", "GPU3"]
     bw, limit, kind = h.b_gpu()
     assert kind == "shared" and bw == pytest.approx(15.75 / 2, abs=0.01) and "shared PCIe uplink sw0 -> rc0" in limit
+
+
+def tree_doc(gpu_parent: dict[str, str], parents: dict[str, str], link_gbs: dict[str, float],
+             shm=lambda a, b: False, model="NVIDIA A100 80GB PCIe") -> dict:
+    """A synthetic document whose pair hops follow a PCIe tree (ids ``from_id``/``to_id``).
+
+    ``gpu_parent`` and ``parents`` give each node's parent (``rc0`` is the host bridge under
+    ``cpu0``); ``link_gbs[child]`` is the spec of child's uplink. Every switch carries the same
+    label, "PCIe switch", as inferred switches do. P2P pairs go up to the lowest common switch and
+    down; ``shm(a, b)`` pairs copy through host memory: up to rc0 -> cpu0, cpu0 -> cpu0, down.
+    """
+    up = {**gpu_parent, **parents, "rc0": "cpu0"}
+
+    def chain(x):
+        out = [x]
+        while out[-1] in up:
+            out.append(up[out[-1]])
+        return out
+
+    def label(x):
+        return x if x.startswith(("GPU", "rc", "cpu")) else "PCIe switch"
+
+    def hop(frm, to, kind="pcie", gbs=None):
+        child = frm if up.get(frm) == to else to
+        spec = gbs if kind != "pcie" else link_gbs.get(child)
+        return {"from": label(frm), "to": label(to), "from_id": frm, "to_id": to, "kind": kind,
+                "spec_gbs": spec, "expected_gbs": None, "flows": 1, "note": None}
+
+    names = sorted(gpu_parent, key=lambda g: int(g[3:]))
+    classes = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            ca, cb = chain(a), chain(b)
+            common = next(x for x in ca if x in cb)
+            classes[(a, b)] = "PHB" if shm(a, b) else "PIX" if common == up[a] == up[b] else "PXB"
+    doc = host(names, model=model, pairs=classes)
+    for child, parent in [*gpu_parent.items(), *parents.items()]:
+        add_pcie(doc, child, parent, kind="gpu" if child.startswith("GPU") else "switch", gen=4, max_gen=4,
+                 parent_kind="root_complex" if parent == "rc0" else "switch")
+    for e in doc["graph"]["edges"]:
+        e["spec_gbs"] = link_gbs.get(e["source"])
+        e["width"] = e["max_width"] = {31.5: 16, 15.75: 8}.get(e["spec_gbs"], 16)
+    for p in doc["gpu_pairs"]:
+        a, b = p["a"], p["b"]
+        ca, cb = chain(a), chain(b)
+        if shm(a, b):
+            ua, ub = ca[:ca.index("rc0") + 1], cb[:cb.index("rc0") + 1]
+            p["mechanism"], p["p2p"] = "shm", False
+            p["hops"] = ([hop(x, y) for x, y in zip(ua, ua[1:])] + [hop("rc0", "cpu0", "cpu_link"),
+                         hop("cpu0", "cpu0", "host_memory_copy"), hop("cpu0", "rc0", "cpu_link")] +
+                         [hop(y, x) for x, y in reversed(list(zip(ub, ub[1:])))])
+        else:
+            common = next(x for x in ca if x in cb)
+            ua, ub = ca[:ca.index(common) + 1], cb[:cb.index(common) + 1]
+            p["mechanism"], p["p2p"] = "pcie_p2p", True
+            p["hops"] = [hop(x, y) for x, y in zip(ua, ua[1:])] + [hop(y, x) for x, y in reversed(list(zip(ub, ub[1:])))]
+    return doc
+
+
+def crossings(ring, group):
+    """How many ring steps leave a group (``group`` maps GPU -> group)."""
+    return sum(group[a] != group[b] for a, b in zip(ring, ring[1:] + ring[:1]))
+
+
+def test_p40_two_switch_groups_one_flow_per_direction_per_uplink():
+    """
+    Real capture (Paddle issue, 8x Tesla P40, legacy SOC legend; layout inferred from topo -m):
+    cpu0 -- rc -- sw0 ==+== sw1 -- GPU0..GPU3 (PIX)
+                        +== sw2 -- GPU4..GPU7 (PIX); GPU0-3 <-> GPU4-7 PXB through sw0
+    Every link Gen3 x16 (assumed). The ring 0..7 crosses sw1<->sw0<->sw2 once per direction, so
+    B_gpu is the Gen3 x16 link itself; the switches share one label, so links must be told apart
+    by id (the old estimate merged four of them into "4 ring flows", 3.9 GB/s).
+    """
+    name, sections = read_bundle(BUNDLES / "paddle_8xp40")
+    assert sections["nvidia_smi_topo"] == (TOPO / "paddle_8xp40_pcie_switches_soc.txt").read_text()
+    doc = analyze_host(sections, name).doc
+    est = estimate(doc)
+    gen3 = bw.pcie_link(3, 16).spec_gbs
+    assert est["b_gpu_gbs"] == pytest.approx(gen3)
+    p = point(est, 1)
+    assert p["busbw_gbs"] == pytest.approx(round(ETA_PCIE * gen3, 1))
+    assert "shared" not in p["limit"] and "own PCIe link" in p["limit"]
+    group = {f"GPU{i}": i // 4 for i in range(8)}
+    assert crossings(est["ring"], group) == 2 and sorted(est["ring"]) == sorted(group)
+    # the same capture, a ring that interleaves the switch groups: 8 crossings, 4 per direction
+    h = _Host(doc)
+    h.ring = lambda: ["GPU0", "GPU4", "GPU1", "GPU5", "GPU2", "GPU6", "GPU3", "GPU7"]
+    b, limit, kind = h.b_gpu()
+    assert kind == "shared" and b == pytest.approx(gen3 / 4, abs=0.01)
+    assert "4 ring flows in the same direction" in limit and "switch:inferred:" in limit
+
+
+def test_interleaved_numbering_ring_follows_the_pcie_tree():
+    """
+    SYNTHETIC: GPU numbering alternates between two switches (Gen4 x16 everywhere).
+    rc0 -- swA -- GPU0 GPU2 GPU4 GPU6
+        -- swB -- GPU1 GPU3 GPU5 GPU7
+    The GPU order 0..7 would cross rc0 8 times (4 flows per direction on each uplink); the best
+    ring keeps each switch's GPUs adjacent and runs at the full link.
+    """
+    doc = tree_doc({f"GPU{i}": "swA" if i % 2 == 0 else "swB" for i in range(8)},
+                   {"swA": "rc0", "swB": "rc0"}, {**{f"GPU{i}": 31.5 for i in range(8)}, "swA": 31.5, "swB": 31.5})
+    est = estimate(doc)
+    assert est["b_gpu_gbs"] == pytest.approx(31.5) and "own PCIe link" in est["limiting_link"]
+    assert crossings(est["ring"], {f"GPU{i}": i % 2 for i in range(8)}) == 2
+    h = _Host(doc)
+    h.ring = lambda: [f"GPU{i}" for i in range(8)]
+    assert h.b_gpu()[0] == pytest.approx(31.5 / 4, abs=0.01)
+    # without the graph's parents (pair hops only) the bounded exact search finds such a ring too
+    for node in doc["graph"]["nodes"]:
+        node["parent"] = None
+    est = estimate(doc)
+    assert est["b_gpu_gbs"] == pytest.approx(31.5) and crossings(est["ring"], {f"GPU{i}": i % 2 for i in range(8)}) == 2
+
+
+def test_ring_that_must_cross_a_narrow_uplink_twice_in_one_direction():
+    """
+    SYNTHETIC: P2P only inside a switch; pairs across switches copy through host memory (PHB, SHM).
+    cpu0 -- rc0 ==(Gen4 x8, 15.75)== swX -- swA -- GPU0 GPU1
+                                          -- swB -- GPU2 GPU3
+            rc0 ==(Gen4 x16)== swC -- GPU4 GPU5            (every other link Gen4 x16, 31.5)
+    Any ring leaves swA and swB at least once each, and every exit climbs swX -> rc0: two ring flows
+    in the same direction on the narrow uplink, 15.75 / 2 (no ring avoids it; the GPU links and the
+    pair figures alone would allow 15.75).
+    """
+    group = {"GPU0": "swA", "GPU1": "swA", "GPU2": "swB", "GPU3": "swB", "GPU4": "swC", "GPU5": "swC"}
+    links = {**{g: 31.5 for g in group}, "swA": 31.5, "swB": 31.5, "swC": 31.5, "swX": 15.75}
+    doc = tree_doc(group, {"swA": "swX", "swB": "swX", "swX": "rc0", "swC": "rc0"}, links,
+                   shm=lambda a, b: group[a] != group[b])
+    est = estimate(doc)
+    assert est["b_gpu_gbs"] == pytest.approx(15.75 / 2, abs=0.01)
+    assert "shared PCIe uplink swX -> rc0 (2 ring flows in the same direction" in est["limiting_link"]
+    assert crossings(est["ring"], group) == 3
+    # with P2P between swA and swB (PXB inside swX) the ring A-B-C climbs swX -> rc0 once
+    doc2 = tree_doc(group, {"swA": "swX", "swB": "swX", "swX": "rc0", "swC": "rc0"}, links,
+                    shm=lambda a, b: "swC" in (group[a], group[b]) and group[a] != group[b])
+    est2 = estimate(doc2)
+    assert est2["b_gpu_gbs"] == pytest.approx(15.75) and "shared" not in est2["limiting_link"]
+    assert crossings(est2["ring"], group) == 3
+
+
+def test_shm_across_sockets_uses_nccls_cpu_link_figure():
+    """
+    Real capture (ASUS ESC8000A-E12, 4x RTX 6000 Ada, no P2P: NODE/SYS pairs use host memory).
+    Section 5.2: an SHM hop across sockets is min(GPU PCIe, NCCL's CPU<->CPU constant), not the
+    UPI/xGMI spec; the ring 0-1-2-3 crosses the socket link once per direction.
+    """
+    name, sections = read_bundle(BUNDLES / "stelline_esc8000a")
+    doc = analyze_host(sections, name).doc
+    [link] = [e for e in doc["graph"]["edges"] if e["kind"] == "inter_socket"]
+    est = estimate(doc)
+    assert link["spec_gbs"] > link["nccl_gbs"]
+    assert est["b_gpu_gbs"] == pytest.approx(link["nccl_gbs"]) and "socket" in est["limiting_link"]
+    assert crossings(est["ring"], {g["name"]: g["numa"] for g in doc["gpus"]}) == 2
 
 
 # ---- calibration against published measurements ------------------------------------------------
