@@ -196,7 +196,7 @@ def _curve(x0: float, x1: float, y: float, depth: float, steps: int = 12) -> tup
 
 
 def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
-    """(GPU -> (links, GB/s) into the NVSwitch, [(a, b, links, GB/s) direct NVLink pairs])."""
+    """(GPU -> (links, GB/s, assumed) into the NVSwitch, [(a, b, links, GB/s, assumed) direct NVLink pairs])."""
     to_switch: dict[str, tuple] = {}
     direct = []
     for p in doc.get("gpu_pairs", []):
@@ -205,9 +205,10 @@ def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
         if p.get("mechanism") == "nvswitch":
             hops = p.get("hops") or []
             for g, h in ((p["a"], hops[0] if hops else None), (p["b"], hops[-1] if hops else None)):
-                to_switch.setdefault(g, (links, _gbs(h)))
+                to_switch.setdefault(g, (links, _gbs(h), bool((h or {}).get("assumed"))))
         elif p.get("mechanism") == "nvlink":
-            direct.append((p["a"], p["b"], links, p.get("bottleneck_gbs")))
+            direct.append((p["a"], p["b"], links, p.get("bottleneck_gbs"),
+                           any(h.get("assumed") for h in p.get("hops") or [])))
     return to_switch, direct
 
 
@@ -241,26 +242,36 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         gbs = _gbs(link)
         band = band_of(gbs)
         inferred = bool((link or {}).get("inferred") or n.get("inferred"))
-        g = groups.setdefault((band[2], inferred), {"x": [], "y": [], "band": band, "inferred": inferred})
+        assumed = bool((link or {}).get("assumed"))
+        g = groups.setdefault((band[2], inferred, assumed),
+                              {"x": [], "y": [], "band": band, "inferred": inferred, "assumed": assumed})
         g["x"] += [x0, x1, None]
         g["y"] += [y0, y1, None]
         if link and link.get("degraded"):
             degraded["x"] += [x0, x1, None]
             degraded["y"] += [y0, y1, None]
-        if link and link.get("kind") == "pcie" and (link.get("gen") or link.get("width")):
+        if link and link.get("kind") == "pcie" and assumed and not (link.get("gen") or link.get("width")):
             labels_x.append(x0 + (x1 - x0) * 0.5)
             labels_y.append(y0 + (y1 - y0) * 0.5)
-            labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}")
+            labels_text.append("*")
+            labels_hover.append(f"PCIe between {esc(nodes[parent].get('label'))} and {esc(n.get('label') or nid)}"
+                                f"<br>{_fmt(gbs)} GB/s per direction (* assumed)<br>{esc(link.get('note'))}")
+        elif link and link.get("kind") == "pcie" and (link.get("gen") or link.get("width")):
+            labels_x.append(x0 + (x1 - x0) * 0.5)
+            labels_y.append(y0 + (y1 - y0) * 0.5)
+            labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}" + ("*" if assumed else ""))
             note = f"<br>{esc(link['note'])}" if link.get("note") else ""
             labels_hover.append(f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
                                 f"and {esc(n.get('label') or nid)}<br>{_fmt(gbs)} GB/s per direction expected "
                                 f"({_fmt(link.get('spec_gbs'))} spec){note}")
     order = {b[2]: i for i, b in enumerate(BANDS)}
-    for (label, inferred), g in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+    for (label, inferred, assumed), g in sorted(groups.items(),
+                                                key=lambda kv: (order.get(kv[0][0], 99), kv[0][1], kv[0][2])):
         data.append(dict(type="scatter", mode="lines", x=g["x"], y=g["y"], hoverinfo="skip",
-                         line=dict(color=g["band"][1], width=2.5, dash="dash" if inferred else "solid"),
-                         name=f"PCIe link {label}" + (" (inferred)" if inferred else ""),
-                         legendgroup="links"))
+                         line=dict(color=g["band"][1], width=2.5,
+                                   dash="dot" if assumed else "dash" if inferred else "solid"),
+                         name=f"PCIe link {label}" + (" * assumed" if assumed else " (inferred)" if inferred else ""),
+                         legendgroup="links", meta="assumed" if assumed else "link"))
     if degraded["x"]:
         data.append(dict(type="scatter", mode="lines", x=degraded["x"], y=degraded["y"], hoverinfo="skip",
                          line=dict(color="#e03131", width=7), opacity=0.35,
@@ -279,10 +290,14 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         xs = [pos[c][0] for c in cpus]
         y = pos[cpus[0]][1]
         note = esc(inter[0].get("note")) if inter and inter[0].get("note") else ""
+        star = "*" if inter and inter[0].get("assumed") else ""
         data.append(dict(type="scatter", mode="lines", x=[min(xs), max(xs)], y=[y, y], hoverinfo="text",
-                         hovertext=f"inter-socket link (UPI / xGMI): {_fmt(gbs)} GB/s per direction {note}",
+                         hovertext=f"inter-socket link (UPI / xGMI): {_fmt(gbs)} GB/s per direction{star}<br>{note}",
                          line=dict(color=band_of(gbs)[1], width=4, dash="dot"),
-                         name="inter-socket link (UPI / xGMI)"))
+                         name="inter-socket link (UPI / xGMI)" + (" * assumed" if star else ""),
+                         meta="assumed" if star else "inter_socket"))
+        annotations.append(dict(x=(min(xs) + max(xs)) / 2, y=y, yshift=9, showarrow=False,
+                                text=f"{_fmt(gbs)} GB/s{star}", font=dict(size=9.5, color="#495057")))
 
     # NVLink
     to_switch, direct = _nvlink_bundles(doc)
@@ -290,7 +305,7 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
     if to_switch and nvs in pos:
         xs, ys, tx, ty, tt = [], [], [], [], []
         sx, sy = pos[nvs]
-        for gname, (links, gbs) in sorted(to_switch.items(), key=lambda kv: _natural(kv[0])):
+        for gname, (links, gbs, _assumed) in sorted(to_switch.items(), key=lambda kv: _natural(kv[0])):
             if gname not in pos:
                 continue
             gx, gy = pos[gname]
@@ -302,9 +317,10 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
         gx = [pos[g][0] for g in to_switch if g in pos]
         data.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip",
                          line=dict(color="#0b7285", width=3), name="NVLink bundle to NVSwitch (NV# = links)"))
-        bws = {gbs for _, gbs in to_switch.values()}
+        bws = {gbs for _, gbs, _ in to_switch.values()}
+        nv_star = "*" if any(a for _, _, a in to_switch.values()) else ""
         if len(set(tt)) == 1:
-            bw = f", {_fmt(next(iter(bws)))} GB/s per direction" if len(bws) == 1 else ""
+            bw = f", {_fmt(next(iter(bws)))} GB/s per direction{nv_star}" if len(bws) == 1 else nv_star
             annotations.append(dict(x=sx, y=sy, yshift=-16, xanchor="center", yanchor="top",
                                     showarrow=False, text=f"NVSwitch: {tt[0]} per GPU{bw}",
                                     font=dict(size=10, color="#0b7285")))
@@ -317,16 +333,17 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
                              name="NVSwitch fabric"))
     if direct:
         y = min((pos[g][1] for g in gpu_facts if g in pos), default=0.0)
-        for a, b, links, gbs in direct:
+        for a, b, links, gbs, assumed in direct:
             if a not in pos or b not in pos:
                 continue
             xa, xb = pos[a][0], pos[b][0]
             cx, cy = _curve(xa, xb, y - 0.15, 0.25 + 0.12 * abs(xb - xa))
             data.append(dict(type="scatter", mode="lines", x=cx, y=cy, hoverinfo="text",
-                             hovertext=f"NVLink {esc(a)} - {esc(b)}: {links or '?'} links, {_fmt(gbs)} GB/s per direction",
+                             hovertext=f"NVLink {esc(a)} - {esc(b)}: {links or '?'} links, {_fmt(gbs)} GB/s per "
+                                       f"direction{' (* assumed per-link rate)' if assumed else ''}",
                              line=dict(color="#0b7285", width=1.5 + (links or 1)), legendgroup="nvlink",
                              showlegend=False, name=f"NVLink {a}-{b}"))
-            annotations.append(dict(x=(xa + xb) / 2, y=min(cy), text=f"NV{links}" if links else "NV",
+            annotations.append(dict(x=(xa + xb) / 2, y=min(cy), text=(f"NV{links}" if links else "NV") + ("*" if assumed else ""),
                                     showarrow=False, font=dict(size=9, color="#0b7285"), yshift=-7))
         data.append(dict(type="scatter", mode="lines", x=[None], y=[None], line=dict(color="#0b7285", width=3),
                          legendgroup="nvlink", name="NVLink bundle (NV# = links; thicker = more)"))
@@ -364,9 +381,10 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
                            line=dict(color="#f08c00", width=1.5, dash="dash"), fillcolor="rgba(240,140,0,0.05)",
                            layer="below"))
         annotations.append(dict(x=min(xs) - 0.4, y=max(ys) + 0.3, xanchor="left", yanchor="bottom", showarrow=False,
-                                text=f"{esc(c.get('label'))}: {c['ratio']:.1f}x oversubscribed "
-                                     f"({c['flows']} flows want {_fmt(c.get('demand_gbs'))} of "
-                                     f"{_fmt(c.get('capacity_gbs'))} GB/s)",
+                                text=f"{c['ratio']:.1f}x oversubscribed",
+                                hovertext=f"{esc(c.get('label'))}: {c['ratio']:.1f}x oversubscribed<br>"
+                                          f"{c['flows']} flows want {_fmt(c.get('demand_gbs'))} of "
+                                          f"{_fmt(c.get('capacity_gbs'))} GB/s per direction",
                                 font=dict(size=10, color="#d9480f"), bgcolor="rgba(255,255,255,0.8)"))
 
     # device markers
@@ -421,7 +439,7 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
     mode = (doc.get("graph") or {}).get("mode")
     subtitle = " (inferred from topo -m: dashed / hollow)" if mode == "inferred" else ""
     layout = _base_layout(title or f"{esc(doc.get('hostname'))}: PCIe, NVLink and NICs{subtitle}", height,
-                          xaxis=dict(axis, range=[min(xs) - 0.8, max(xs) + 0.8]),
+                          xaxis=dict(axis, range=[min(xs) - 1.0, max(xs) + 1.0]),
                           yaxis=dict(axis, range=[min(ys) - 0.9, max(ys) + 0.7]),
                           shapes=shapes, annotations=annotations, hovermode="closest", dragmode="pan",
                           legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=10.5)),
@@ -540,12 +558,14 @@ def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) 
         note = f"<br>{esc(h['note'])}" if h.get("note") else ""
         flows = h.get("flows") or 1
         data.append(dict(type="scatter", mode="lines", x=[i, i + 1], y=[0, 0], hoverinfo="text",
-                         hovertext=f"hop {i + 1}: {esc(h['from'])} -> {esc(h['to'])}<br>{label}: {_fmt(gbs)} GB/s "
+                         hovertext=f"hop {i + 1}: {esc(h['from'])} -> {esc(h['to'])}<br>{label}: {_fmt(gbs)} GB/s"
+                                   f"{' (* assumed)' if h.get('assumed') else ''} "
                                    f"per direction expected ({_fmt(h.get('spec_gbs'))} spec), {flows} flow(s){note}",
                          line=dict(color=band[1], width=width), showlegend=False, name=f"hop {i + 1}",
                          meta="bottleneck" if is_bn else "hop"))
+        star = "*" if h.get("assumed") else ""
         annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=10),
-                                text=f"{label}<br><b>{_fmt(gbs)} GB/s</b>"))
+                                text=f"{label}<br><b>{_fmt(gbs)} GB/s{star}</b>"))
         if is_bn:
             annotations.append(dict(x=i + 0.5, y=0, yshift=-30, showarrow=False,
                                     text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=11)))
@@ -562,7 +582,8 @@ def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) 
     for kind, items in xs_by.items():
         symbol, size, colour, label = style[kind]
         data.append(dict(type="scatter", mode="markers+text", x=[i for i, _, _ in items], y=[0] * len(items),
-                         text=[esc(n) for _, n, _ in items], textposition="bottom center", textfont=dict(size=10),
+                         text=[esc(n).replace(" (", "<br>(") for _, n, _ in items], textposition="bottom center",
+                         textfont=dict(size=9.5),
                          hovertext=[f"{esc(h) + ': ' if h else ''}{esc(n)}" for _, n, h in items], hoverinfo="text",
                          marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=1, color="#fff")),
                          name=label))
@@ -606,16 +627,24 @@ def capacity_figure(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -
         colour = CAPACITY_COLOURS[k % len(CAPACITY_COLOURS)]
         data.append(dict(type="scatter", mode="lines+markers", x=[p["nodes"] for p in pts],
                          y=[p["busbw_gbs"] for p in pts], name=esc(name), line=dict(color=colour, width=3),
-                         marker=dict(size=7), customdata=[[esc(p.get("limit"))] for p in pts],
+                         marker=dict(size=max(11 - 4 * k, 5)),  # the first series' larger markers show under the next
+                         customdata=[[esc(p.get("limit"))] for p in pts],
                          hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> busbw<br>limited by %{customdata[0]}"
                                        f"<extra>{esc(name)}</extra>"))
         if pts:
-            annotations.append(dict(x=math.log10(pts[-1]["nodes"]), y=pts[-1]["busbw_gbs"], xanchor="right",
-                                    yanchor="bottom", showarrow=False, font=dict(size=10, color=colour),
-                                    text=f"limit: {esc(est.get('limiting_link') or pts[-1].get('limit'))}"))
+            last = pts[-1]
+            limit = str(est.get("limiting_link") or last.get("limit") or "")
+            short = limit.split(" (", 1)[0]
+            right_edge = last["nodes"] >= 16
+            annotations.append(dict(x=math.log10(last["nodes"]), y=last["busbw_gbs"], showarrow=False,
+                                    xanchor="right" if right_edge else "left", xshift=0 if right_edge else 8,
+                                    yanchor="bottom", yshift=4 + 14 * k, font=dict(size=10, color=colour),
+                                    text=f"limit: {esc(short)}" + (" (1 node only)" if len(pts) == 1 else ""),
+                                    hovertext=f"limit: {esc(limit)}", bgcolor="rgba(255,255,255,0.85)"))
     ticks = [1, 2, 4, 8, 16, 32, 64]
     layout = _base_layout("Expected all-reduce bus bandwidth (busbw) vs node count", height,
                           xaxis=dict(type="log", tickvals=ticks, ticktext=[str(t) for t in ticks],
+                                     range=[math.log10(1) - 0.05, math.log10(64) + 0.05],  # 1..64 nodes
                                      title=dict(text="nodes (log2 scale)"), gridcolor="#eef1f6"),
                           yaxis=dict(title=dict(text="busbw, GB/s per GPU (large messages)"), rangemode="tozero",
                                      gridcolor="#eef1f6"),

@@ -81,3 +81,12 @@ def snapshot_facts(snapshot_ids: list[int]) -> dict[int, dict]:
                       if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
             out[pk]["nvlink_class"] = f"NV{max(widths)}" if widths else None
     return out
+
+
+def one_node_busbw(snapshot_ids: list[int]) -> dict[int, float | None]:
+    """Snapshot id -> the estimated all-reduce busbw of one node (GB/s), read without the document."""
+    out: dict[int, float | None] = {}
+    for pk, points in Snapshot.objects.filter(pk__in=snapshot_ids).values_list("pk", "document__estimate__points"):
+        one = [p.get("busbw_gbs") for p in points or [] if isinstance(p, dict) and p.get("nodes") == 1]
+        out[pk] = one[0] if one and isinstance(one[0], (int, float)) else None
+    return out

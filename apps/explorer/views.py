@@ -149,7 +149,10 @@ def _path_context(src_ref: str, dst_ref: str) -> dict:
     doc_b = doc_a if snap_b.pk == snap_a.pk else snap_b.document
     result = ingest.path_between_refs(f"{snap_a.pk}/{gpu_a}", f"{snap_b.pk}/{gpu_b}")
     hops = result.get("hops") or []
-    return {"src": _endpoint(snap_a, gpu_a), "dst": _endpoint(snap_b, gpu_b), "result": result, "hops": hops,
+    bn = result.get("bottleneck")
+    return {"assumed_any": any(h.get("assumed") for h in hops),
+            "bottleneck_assumed": isinstance(bn, int) and 0 <= bn < len(hops) and bool(hops[bn].get("assumed")),
+            "src": _endpoint(snap_a, gpu_a), "dst": _endpoint(snap_b, gpu_b), "result": result, "hops": hops,
             "fig_path": figures.path_figure(result, [doc_a, doc_b]).to_json(),
             "gdr_src": _gdr_words(doc_a, gpu_a), "gdr_dst": _gdr_words(doc_b, gpu_b),
             "doc_a": doc_a, "doc_b": doc_b}
@@ -390,10 +393,36 @@ def paste_detect(request: HttpRequest) -> JsonResponse:
 # -- capacity ---------------------------------------------------------------------------------
 
 
+def _capacity_default(options: list[dict], cluster_name: str | None) -> list[int]:
+    """Two layouts worth comparing: of the cluster asked for (else the one that reported last),
+    the two distinct layouts with the highest 1-node busbw."""
+    snaps = ex.latest_snapshots_everywhere()
+    if not snaps:
+        return []
+    if not cluster_name or not any(s.host.cluster.name == cluster_name for s in snaps):
+        cluster_name = max(snaps, key=lambda s: s.collected_at).host.cluster.name
+    mine = [s for s in snaps if s.host.cluster.name == cluster_name]
+    first = ex.one_node_busbw([s.pk for s in mine])
+    best: dict[str, tuple[float, int]] = {}
+    for s in mine:
+        v = first.get(s.pk)
+        if v is None:
+            continue
+        key = s.fingerprint or f"snapshot-{s.pk}"
+        if key not in best or v > best[key][0]:
+            best[key] = (v, s.pk)
+    return [pk for _, pk in sorted(best.values(), key=lambda t: (-t[0], t[1]))[:2]]
+
+
 @login_required
 @require_GET
 def capacity(request: HttpRequest) -> HttpResponse:
     options, by_id = _pickers()
+    if not request.GET.get("a") and not request.GET.get("b") and options:
+        picked = _capacity_default(options, request.GET.get("cluster"))
+        if picked:
+            query = "&".join(f"{k}={pk}" for k, pk in zip(("a", "b"), picked))
+            return redirect(f"{reverse('explorer:capacity')}?{query}")
     chosen = []
     for key in ("a", "b"):
         ref = request.GET.get(key, "").strip()
@@ -405,15 +434,22 @@ def capacity(request: HttpRequest) -> HttpResponse:
         elif "/" in ref:
             cl, _, hn = ref.partition("/")
             h = Host.objects.filter(cluster__name=cl, hostname=hn).first()
-            snap = ex.host_snapshot(h, None) if h else None
+            snap = ex.snapshot_with_host(ex.host_snapshot(h, None).pk) if h and ex.host_snapshot(h, None) else None
         if snap is None:
             messages.error(request, f"Layout {key.upper()}: no snapshot {ref!r}")
             continue
         doc = ingest.get_snapshot_doc(snap.pk)
-        chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc,
-                       "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x "
-                               f"{doc['summary'].get('gpu_model') or 'GPU'})"})
+        model = labels.gpu_model(doc.get("summary"), snap.gpu_model)
+        chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc, "nic_rates": labels.nic_rates(snap.nic_models),
+                       "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x GPU, "
+                               f"model {model})"})
     fig = figures.capacity_figure([(c["name"], c["doc"]) for c in chosen]).to_json() if chosen else None
+    selected = {c["key"]: c["snap"].pk for c in chosen}
+    if any(c["snap"].pk not in by_id for c in chosen):  # an older snapshot: offer it in the selectors too
+        for c in chosen:
+            if c["snap"].pk not in by_id:
+                options = options + [{"id": c["snap"].pk, "gpus": [],
+                                      "label": f"{c['snap'].host.cluster.name}/{c['snap'].host.hostname} "
+                                               f"(snapshot #{c['snap'].pk})"}]
     return render(request, "explorer/capacity.html", {"options": options, "chosen": chosen, "fig": fig,
-                                                      "a": request.GET.get("a", ""), "b": request.GET.get("b", "")})
-
+                                                      "a": selected.get("a"), "b": selected.get("b")})

@@ -16,8 +16,10 @@ function fillGpus(hostSel, gpuSel, ref) {
     o.textContent = g;  // device names are data: never innerHTML
     gpuSel.append(o);
   }
+  // the GPU of the current view (the server resolved "cluster/host/GPU3" refs to a snapshot)
   const [snap, gpu] = (ref.value || "").split("/").slice(-2);
-  if (snap === hostSel.value && gpu) gpuSel.value = gpu;
+  if (gpuSel.dataset.selected && gpuSel.dataset.host === hostSel.value) gpuSel.value = gpuSel.dataset.selected;
+  else if (snap === hostSel.value && gpu) gpuSel.value = gpu;
 }
 
 function sync(hostSel, gpuSel, ref) {

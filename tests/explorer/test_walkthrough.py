@@ -93,3 +93,80 @@ def test_labels_say_what_is_not_known():
     c, _ = labels.platform(8, {"gpu_model_assumed": "H100-class (y)", "nvswitch": True})
     assert a != b and b == c
     assert labels.platform(8, {}, nvlink_class="NV12")[0] != labels.platform(8, {}, nvlink_class="NV18")[0]
+
+
+def figure(html: str, element_id: str) -> dict:
+    m = re.search(rf'<script id="{element_id}" type="application/json"[^>]*>(.*?)</script>', html, re.S)
+    assert m, f"no figure {element_id}"
+    return json.loads(m.group(1))
+
+
+def test_host_page_shows_the_assumptions_and_draws_assumed_links_apart(signed_in):
+    c = h.cluster()
+    s = h.snapshot(c, "a100", {"nvidia_smi_topo": h.read(DEEPEP)})
+    doc = s.document
+    assert doc["assumptions"]
+    body = signed_in.get(reverse("explorer:host", args=["lab", "a100"])).content.decode()
+    note = body[body.index('id="assumptions"'):]
+    note = note[:note.index("</div>")]
+    assert "* = assumed figure" in note
+    for sentence in doc["assumptions"]:
+        assert sentence.split(":")[0] in note
+    fig = figure(body, "fig-host-data")
+    assumed = [t for t in fig["data"] if t.get("meta") == "assumed"]
+    assert assumed and all(t["line"]["dash"] == "dot" and "assumed" in t["name"] for t in assumed)
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any(t.startswith("NVSwitch:") and t.endswith("*") for t in texts)
+
+
+def test_host_page_without_assumptions_has_no_note(signed_in):
+    h.standard_host(h.cluster(), "node-a")
+    s = h.standard_host(h.cluster(), "node-a")
+    body = signed_in.get(reverse("explorer:host", args=["lab", "node-a"])).content.decode()
+    assert ('id="assumptions"' in body) == bool(s.document.get("assumptions"))
+
+
+def test_path_selectors_reflect_refs_by_host_name(signed_in):
+    c = h.cluster()
+    a = h.snapshot(c, "a100", {"nvidia_smi_topo": h.read(DEEPEP)})
+    b = h.standard_host(c, "node-b")
+    body = signed_in.get("/path/?src=lab/a100/GPU5&dst=lab/node-b/GPU3").content.decode()
+    src_host = body[body.index('id="src-host"'):body.index("</select>", body.index('id="src-host"'))]
+    dst_host = body[body.index('id="dst-host"'):body.index("</select>", body.index('id="dst-host"'))]
+    assert f'value="{a.pk}" selected' in src_host and f'value="{b.pk}" selected' in dst_host
+    assert f'id="src-gpu" aria-label="source GPU" data-host="{a.pk}" data-selected="GPU5"' in body
+    assert f'id="dst-gpu" aria-label="destination GPU" data-host="{b.pk}" data-selected="GPU3"' in body
+    # assumed figures are starred in the hop table and explained once
+    table = body[body.index('id="hop-table"'):body.index("</table>", body.index('id="hop-table"'))]
+    assert "GB/s*" in table
+    assert body.count('id="assumed-note"') == 1
+
+
+def test_capacity_selectors_reflect_refs_by_host_name_and_axis_spans_1_to_64(signed_in):
+    c = h.cluster()
+    a = h.snapshot(c, "a100", {"nvidia_smi_topo": h.read(DEEPEP)})
+    b = h.standard_host(c, "node-b")
+    body = signed_in.get("/capacity/?a=lab/node-b&b=lab/a100").content.decode()
+    sel_a = body[body.index('name="a"'):body.index("</select>", body.index('name="a"'))]
+    sel_b = body[body.index('name="b"'):body.index("</select>", body.index('name="b"'))]
+    assert f'value="{b.pk}" selected' in sel_a and f'value="{a.pk}" selected' in sel_b
+    fig = figure(body, "fig-capacity-data")
+    lo, hi = fig["layout"]["xaxis"]["range"]
+    assert -0.1 < lo <= 0 and 1.806 <= hi < 1.9  # log10(1) .. log10(64)
+    for ann, trace in zip(fig["layout"]["annotations"], fig["data"]):
+        last = max(trace["x"])
+        assert ann["xanchor"] == ("right" if last >= 16 else "left")
+
+
+def test_capacity_without_parameters_preselects_the_two_best_layouts(signed_in):
+    c = h.cluster()
+    h.snapshot(c, "a100", {"nvidia_smi_topo": h.read(DEEPEP)})
+    h.standard_host(c, "node-b")
+    h.standard_host(c, "node-c")  # same layout as node-b: not offered twice
+    resp = signed_in.get("/capacity/")
+    assert resp.status_code == 302
+    query = resp["Location"].split("?", 1)[1]
+    ids = [int(v.split("=")[1]) for v in query.split("&")]
+    from apps.ingest.models import Snapshot
+    hosts = {Snapshot.objects.get(pk=i).host.hostname for i in ids}
+    assert len(ids) == 2 and "a100" in hosts and len(hosts & {"node-b", "node-c"}) == 1
