@@ -126,3 +126,23 @@ def test_capacity_page(page, live_server):
     wait_plots(page)
     assert page.evaluate("() => document.getElementById('fig-capacity').data.length") == 2
     shot(page, "09_capacity")
+
+
+def test_selectors_show_the_view_of_the_address(page, live_server):
+    """A path or capacity address naming hosts ("cluster/host/GPU5") shows those hosts and GPUs in the
+    selectors, and "Show path" keeps them."""
+    c = h.cluster()
+    a = h.standard_host(c, "node-a")
+    b = h.snapshot(c, "della", {"nvidia_smi_topo": h.read(h.TOPO_DELLA)})
+    page.goto(f"{live_server.url}/path/?src=lab/della/GPU5&dst=lab/node-a/GPU6")
+    wait_plots(page)
+    assert page.input_value("#src-host") == str(b.pk) and page.input_value("#src-gpu") == "GPU5"
+    assert page.input_value("#dst-host") == str(a.pk) and page.input_value("#dst-gpu") == "GPU6"
+    page.click("#path-form button.primary")
+    page.wait_for_load_state()
+    wait_plots(page)
+    assert "GPU5" in page.locator("#path-panel h2").inner_text() and "GPU6" in page.locator("#path-panel h2").inner_text()
+    shot(page, "10_path_by_host_names")
+    page.goto(f"{live_server.url}/capacity/?a=lab/node-a&b=lab/della")
+    wait_plots(page)
+    assert page.input_value("select[name=a]") == str(a.pk) and page.input_value("select[name=b]") == str(b.pk)
