@@ -37,6 +37,7 @@ address when they have one, else by graph id. All bandwidths are GB/s per direct
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Mapping
 
 from apps.domain.cluster import path_between
@@ -402,8 +403,9 @@ def _ranked_summary(devices: list[dict], links: list[dict], gpu_nic: list[dict],
             out.extend((RANK_ADDED_REMOVED, f"{name} {status}") for name in names)
     if unreported:
         out.append((RANK_OTHER, f"port state and rate reported on one side only for {_group_names(unreported)}"))
-    out.extend((RANK_FINDING, f"fixed: {f['rule']} {f['title']}") for f in findings["fixed"])
-    out.extend((RANK_FINDING, f"new: {f['rule']} {f['title']}") for f in findings["new"])
+    for word in ("fixed", "new"):  # the same rule on several devices: one line with a count
+        counts = Counter(f"{word}: {f['rule']} {f['title']}" for f in findings[word])
+        out.extend((RANK_FINDING, text + (f" (x{n})" if n > 1 else "")) for text, n in counts.items())
     return out
 
 

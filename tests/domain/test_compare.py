@@ -120,3 +120,12 @@ def test_another_machine_model_reads_as_a_few_lines_not_one_per_device(base):
 def test_short_summary_keeps_short_lists_whole():
     assert short_summary({"summary": ["a", "b"]}) == ["a", "b"]
     assert short_summary({"summary": list("abcdefg")}, limit=3) == ["a", "b", "c", "and 4 more"]
+
+
+def test_the_same_finding_on_several_devices_is_one_summary_line(base):
+    after = analyze_host({"nvidia_smi_topo": TOPO, "ibstat": port_down(port_down(IBSTAT, "mlx5_0"), "mlx5_3")},
+                         "n1").to_dict()
+    r = compare_docs(base, after)
+    f01 = [line for line in r["summary"] if line.startswith("new: F01")]
+    n_new = sum(1 for f in r["findings"]["new"] if f["rule"] == "F01")
+    assert len(f01) == 1 and (n_new == 1 or f01[0].endswith(f"(x{n_new})"))

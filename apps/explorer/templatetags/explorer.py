@@ -36,3 +36,14 @@ def get(mapping, key):
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+HOP_KINDS = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch", "cpu_link": "CPU link",
+             "inter_socket": "inter-socket (UPI / xGMI)", "host_memory_copy": "copy through host memory",
+             "fabric": "network"}
+
+
+@register.filter
+def hop_kind(value) -> str:
+    """A hop's ``kind`` in words: ``inter_socket`` -> ``inter-socket (UPI / xGMI)``."""
+    return HOP_KINDS.get(value, value or "?")
