@@ -1,10 +1,10 @@
 """Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
 
-    python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--full]
+    python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--spread 20] [--full]
     python -m bench ingest          (same figures, default sizes)
 
-Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench,
-created when missing) and Redis (TOPOWEB_BENCH_BROKER_URL, default redis://127.0.0.1:6379/13,
+Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest,
+created when missing) and Redis (TOPOWEB_BENCH_BROKER_URL, default redis://127.0.0.1:6379/11,
 flushed). Targets (issue "Ingestion"): one worker ingests >= 50 full 8-GPU host reports per second;
 with 50 concurrent agents the API accept latency p95 < 50 ms and no upload is lost.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import os
 import socket
 import statistics
@@ -35,8 +36,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DB_URL = os.environ.get("TOPOWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/topoweb_bench")
-BROKER_URL = os.environ.get("TOPOWEB_BENCH_BROKER_URL", "redis://127.0.0.1:6379/13")
+DB_URL = os.environ.get("TOPOWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest")
+BROKER_URL = os.environ.get("TOPOWEB_BENCH_BROKER_URL", "redis://127.0.0.1:6379/11")
 DEMO = ROOT / "apps" / "ingest" / "demo" / "captures"
 FULL_LSPCI = Path("/work/shared/realdata/lspci_vvv/gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt")
 
@@ -138,10 +139,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_latency(agents: int, per_agent: int) -> dict:
+def bench_latency(agents: int, per_agent: int, spread: float = 0.0) -> dict:
     from apps.ingest.models import Upload
 
-    cluster, token = _fresh_cluster("bench-latency")
+    cluster, token = _fresh_cluster(f"bench-latency-{int(spread)}s")
     port = _free_port()
     server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(port)],
                               cwd=ROOT, env=_env(),
@@ -157,7 +158,10 @@ def bench_latency(agents: int, per_agent: int) -> dict:
 
     def agent(a: int) -> None:
         barrier.wait()
+        rng = random.Random(a)
         for data in bodies[a]:
+            if spread:
+                time.sleep(rng.uniform(0, spread))  # agents started by cron, not in lockstep
             req = urllib.request.Request(url, data=data, method="POST", headers={
                 "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
             t0 = time.perf_counter()
@@ -204,7 +208,8 @@ def bench_latency(agents: int, per_agent: int) -> dict:
         worker.wait(30)
     latencies.sort()
     p = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1) if latencies else None  # noqa
-    return {"agents": agents, "reports_sent": sent, "accepted_202": len(latencies),
+    return {"agents": agents, "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
+            else "closed loop", "reports_sent": sent, "accepted_202": len(latencies),
             "retried_connection_errors": len(errors), "errors": sorted(set(errors))[:3],
             "stored": stored, "processed_done": done, "lost": sent - stored,
             "latency_ms_p50": p(0.50), "latency_ms_p95": p(0.95), "latency_ms_max": round(max(latencies), 1)
@@ -212,12 +217,19 @@ def bench_latency(agents: int, per_agent: int) -> dict:
             "accept_wall_seconds": round(wall, 2), "target_p95_ms": 50}
 
 
-def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False) -> dict:
+def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False,
+        spread: float = 20.0) -> dict:
     _setup()
-    out = {"throughput": bench_throughput(reports, full=False)}
+    out = {}
+    if reports:
+        out["throughput"] = bench_throughput(reports, full=False)
     if full:
         out["throughput_full_lspci_vvv"] = bench_throughput(max(20, reports // 10), full=True)
-    out["latency"] = bench_latency(agents, per_agent)
+    # Burst: every agent posts back to back at the same instant (worst case, queueing-bound).
+    out["latency_burst"] = bench_latency(agents, per_agent)
+    # Spread: each post waits a random 0..spread s first, as cron-started agents do.
+    if spread:
+        out["latency_spread"] = bench_latency(agents, per_agent, spread)
     return out
 
 
@@ -226,7 +238,14 @@ def serve(port: int) -> None:
     import socketserver
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
+    import django
+    from django.conf import settings
     from django.core.wsgi import get_wsgi_application
+
+    django.setup()
+    # One thread per request: persistent connections would outlive their threads and exhaust
+    # PostgreSQL's max_connections (then the worker cannot connect); close each at request end.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
     class Server(socketserver.ThreadingMixIn, WSGIServer):
         daemon_threads = True
@@ -251,5 +270,7 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--per-agent", type=int, default=4)
     parser.add_argument("--full", action="store_true", help="also time reports carrying a 927 KB lspci -vvv")
+    parser.add_argument("--spread", type=float, default=20.0,
+                        help="second latency run: each post waits random 0..SPREAD s (0: skip)")
     args = parser.parse_args()
-    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full), indent=2))
+    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full, args.spread), indent=2))

@@ -328,7 +328,9 @@ def submit_report(
         Host.objects.filter(pk=existing.host_id).update(last_seen_at=now)
         return existing, False
 
-    host, _ = Host.objects.get_or_create(cluster=cluster, hostname=env.hostname)
+    host, host_created = Host.objects.get_or_create(
+        cluster=cluster, hostname=env.hostname, defaults={"last_seen_at": now}
+    )
     try:
         with transaction.atomic():
             upload = Upload.objects.create(
@@ -336,7 +338,8 @@ def submit_report(
                 raw=raw, size_bytes=len(raw.encode("utf-8")), content_hash=digest,
                 collected_at=env.collected_at, agent_version=env.agent_version,
             )
-            Host.objects.filter(pk=host.pk).update(last_seen_at=now)
+            if not host_created:
+                Host.objects.filter(pk=host.pk).update(last_seen_at=now)
             # Enqueue only after COMMIT, or the worker may not see the row yet.
             transaction.on_commit(lambda: enqueue_upload(upload.pk))
     except IntegrityError:

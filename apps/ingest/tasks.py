@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from apps.ingest import services
 from topoweb.celery import app
@@ -16,7 +17,10 @@ from topoweb.celery import app
 SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
 
 
-@shared_task(name="ingest.process_upload", ignore_result=True)
+# A database that refuses connections (restart, max_connections) is retried with backoff; any
+# upload still left behind is picked up by the sweeper.
+@shared_task(name="ingest.process_upload", ignore_result=True, autoretry_for=(OperationalError, InterfaceError),
+             retry_backoff=2, retry_backoff_max=60, max_retries=6)
 def process_upload_task(upload_id: int) -> None:
     services.process_upload(upload_id)
 

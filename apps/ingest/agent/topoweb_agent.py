@@ -68,7 +68,7 @@ SCHEMA = "topoweb.report/1"
 KINDS = (
     "nvidia_smi_topo", "nvidia_smi_topo_pci", "nvidia_smi_p2p", "nvidia_smi_gpus", "nvidia_smi_nvlink",
     "lspci_tree", "lspci_verbose", "ibstat", "ibstatus", "ibv_devinfo", "sysfs_pci", "sysfs_ib",
-    "nccl_topo_xml", "hwloc_xml",
+    "nccl_topo_xml", "hwloc_xml", "host_info",
 )
 
 EXIT_OK = 0
