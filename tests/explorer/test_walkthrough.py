@@ -170,3 +170,12 @@ def test_capacity_without_parameters_preselects_the_two_best_layouts(signed_in):
     from apps.ingest.models import Snapshot
     hosts = {Snapshot.objects.get(pk=i).host.hostname for i in ids}
     assert len(ids) == 2 and "a100" in hosts and len(hosts & {"node-b", "node-c"}) == 1
+
+
+def test_an_empty_database_explains_every_page(signed_in):
+    for url, words in (("/", "create_cluster"), ("/path/", "No host has a snapshot yet"),
+                       ("/capacity/", "No layout yet"), ("/shared/", "You have not shared a path yet"),
+                       ("/paste/", "Paste")):
+        resp = signed_in.get(url)
+        assert resp.status_code == 200, url
+        assert words in resp.content.decode(), url
