@@ -511,7 +511,7 @@ def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
     layout = _base_layout("GPU x NIC: [ ] = NIC NCCL picks, + = GPUDirect RDMA", height,
                           xaxis=dict(side="top", tickfont=dict(size=9), tickangle=-45),
                           yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
-                          margin=dict(l=50, r=10, t=80, b=10))
+                          margin=dict(l=50, r=10, t=100, b=10))
     if not nics:
         layout["annotations"] = [dict(text="No NICs in this snapshot: paste ibstat or the topo -m NIC columns",
                                       showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)]
