@@ -135,6 +135,7 @@ from apps.domain.errors import UnknownKindError
 from apps.domain.estimate import estimate, suggest_nccl_settings
 from apps.domain.findings import evaluate
 from apps.domain.hostgraph import build_host_graph
+from apps.domain.hostgraph import frozen as hostgraph_frozen
 from apps.domain.parsers import KINDS, to_jsonable
 
 __all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
@@ -250,6 +251,11 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
 
 def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping | None = None) -> dict:
     """The snapshot document of a HostGraph (findings and estimate included)."""
+    with hostgraph_frozen(G):  # nothing below changes G: PCIe chains are looked up once
+        return _build_document(G, p2p=p2p, results=results)
+
+
+def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None) -> dict:
     p2p = p2p if p2p is not None else G.graph.get("p2p")
     routes, pairs = paths.all_gpu_pairs(G, p2p=p2p)
     unreported = G.graph.get("nvlink_reported") is False

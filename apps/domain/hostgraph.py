@@ -52,14 +52,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 import networkx as nx
 
 from apps.domain import bandwidth as bw
 from apps.domain.facts import GpuFact, HostFacts, NicFact
 
-__all__ = ["build_host_graph", "path_class", "pcie_path", "ancestors", "PATH_ORDER"]
+__all__ = ["build_host_graph", "path_class", "pcie_path", "ancestors", "frozen", "PATH_ORDER"]
 
 PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # Broadcom PEX Gen4/Gen5 switches that NCCL flattens (getBcmGen, topo.cc L195-260 [S3]).
@@ -117,8 +119,42 @@ def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: 
     return assumed
 
 
+# (graph, memo) of the graph that ``frozen`` declares unchanging; lookups on it are memoized.
+_FROZEN: ContextVar[tuple[nx.Graph, dict] | None] = ContextVar("hostgraph_frozen", default=None)
+
+
+@contextmanager
+def frozen(G: nx.Graph) -> Iterator[nx.Graph]:
+    """Declare that ``G`` is not changed inside the block: :func:`ancestors` and
+    :func:`pcie_class` answers on it are then computed once per node / pair and reused (a
+    snapshot document asks for the same chains thousands of times). Outside the block, or for
+    another graph, every call computes afresh; lists returned inside the block are shared and
+    must not be mutated."""
+    token = _FROZEN.set((G, {}))
+    try:
+        yield G
+    finally:
+        _FROZEN.reset(token)
+
+
+def _memo(G: nx.Graph) -> dict | None:
+    f = _FROZEN.get()
+    return f[1] if f is not None and f[0] is G else None
+
+
 def ancestors(G: nx.Graph, node: str) -> list[str]:
     """``node`` followed by its PCIe/CPU parents up to (and including) its cpu node."""
+    memo = _memo(G)
+    if memo is None:
+        return _ancestors(G, node)
+    key = ("anc", node)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _ancestors(G, node)
+    return found
+
+
+def _ancestors(G: nx.Graph, node: str) -> list[str]:
     chain = [node]
     seen = {node}
     cur = G.nodes[node].get("parent")
@@ -142,6 +178,17 @@ def _nvlink_class(G: nx.Graph, a: str, b: str) -> str | None:
 
 def pcie_class(G: nx.Graph, a: str, b: str) -> str:
     """The PCIe/CPU path class between two nodes, ignoring NVLink (what ``topo -mp`` prints)."""
+    memo = _memo(G)
+    if memo is None:
+        return _pcie_class(G, a, b)
+    key = ("cls", a, b)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _pcie_class(G, a, b)
+    return found
+
+
+def _pcie_class(G: nx.Graph, a: str, b: str) -> str:
     ca, cb = ancestors(G, a), ancestors(G, b)
     sb = set(cb)
     lca = next((n for n in ca if n in sb), None)

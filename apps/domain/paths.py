@@ -80,8 +80,11 @@ def nccl_type(cls: str | None) -> str | None:
     return {"NODE": "PHB", "SOC": "SYS"}.get(cls, cls)
 
 
+_RANKS = {t: i for i, t in enumerate(NCCL_TYPES)}
+
+
 def _rank(t: str | None) -> int:
-    return NCCL_TYPES.index(t) if t in NCCL_TYPES else len(NCCL_TYPES)
+    return _RANKS.get(t, len(NCCL_TYPES))
 
 
 # --------------------------------------------------------------------------------------------
