@@ -54,17 +54,43 @@ def _subprocess_group(group: str) -> dict:
     raise RuntimeError(f"bench.{group} failed ({out.returncode}): {out.stderr[-1500:]}")
 
 
+def _unit(key: str) -> str:
+    key = key.lower()
+    if key.endswith("_ms") or "_ms_" in key or key.endswith("ms"):
+        return "ms"
+    if "per_s" in key or "per_second" in key:
+        return "reports/s"
+    if key.endswith("_kb") or "_kb_" in key:
+        return "KiB"
+    if "seconds" in key:
+        return "s"
+    return ""
+
+
 def _flatten(prefix: str, value) -> list[Measure]:
-    """Rows for the numeric leaves of a group's own dict (units from the key names)."""
+    """Rows for another group's dict: a dict with "median" (p10, p90, runs, target) or "value" is one
+    row; a numeric leaf with a unit in its name is one row, taking a sibling "target..." of the same
+    unit as its target; a count of lost uploads is kept too; other counts stay in the JSON only."""
     rows: list[Measure] = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            rows += _flatten(f"{prefix} {k}", v)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    if not isinstance(value, dict):
+        return rows
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    if num(value.get("median")) or num(value.get("value")):
         key = prefix.rsplit(" ", 1)[-1]
-        unit = ("ms" if "_ms" in key or key.endswith("ms") else "reports/s" if "per_s" in key or "per_second" in key
-                or key.endswith("_rate") else "s" if "seconds" in key else "")
-        rows.append(Measure(prefix, float(value), float(value), float(value), 1, unit=unit, note="from the group's dict"))
+        med = value.get("median", value.get("value"))
+        m = Measure(prefix, float(med), float(value.get("p10", med)), float(value.get("p90", med)),
+                    int(value.get("runs", 1)), value.get("target"), unit=_unit(key))
+        if num(value.get("p95")):
+            m.p95_ms = float(value["p95"])
+        return [m]
+    targets = {(_unit(k), "p95" in k): v for k, v in value.items() if k.startswith("target") and num(v)}
+    for k, v in value.items():
+        if isinstance(v, dict):
+            rows += _flatten(f"{prefix} {k}", v)
+        elif num(v) and not k.startswith("target") and (_unit(k) or k == "lost"):
+            unit = _unit(k)
+            rows.append(Measure(f"{prefix} {k}", float(v), float(v), float(v), 1,
+                                targets.get((unit, "p95" in k)), unit=unit or "count"))
     return rows
 
 
@@ -75,7 +101,7 @@ def main(argv: list[str]) -> int:
         print(f"unknown group(s) {unknown}; groups: {', '.join(GROUPS)}")
         return 2
     report = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
-              "cpus": os.cpu_count(), "machine": platform.machine(), "groups": {}, "failed": {}}
+              "cpus": os.cpu_count(), "machine": platform.machine(), "loadavg_start": os.getloadavg(), "groups": {}, "failed": {}}
     if DJANGO_GROUPS & set(groups):
         from bench import db
 
@@ -100,6 +126,7 @@ def main(argv: list[str]) -> int:
         if not isinstance(raw, list):
             report["groups"][group]["raw"] = raw
         all_rows += rows
+    report["loadavg_end"] = os.getloadavg()  # the machine is shared: figures move with its load
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -112,7 +139,9 @@ def main(argv: list[str]) -> int:
                   f"{r.target_ms:g} {r.unit}; ratio {r.ratio:.3f})")
     if report["failed"]:
         print(f"\nfailed groups: {', '.join(report['failed'])}")
-    print(f"\nwrote {out / 'latest.json'}")
+    print(f"\nload average {report['loadavg_start'][0]:.1f} at start, {report['loadavg_end'][0]:.1f} at end "
+          f"({os.cpu_count()} CPUs)")
+    print(f"wrote {out / 'latest.json'}")
     return 1 if report["failed"] else 0
 
 

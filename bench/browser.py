@@ -83,7 +83,7 @@ def run(runs: int = 7) -> list[Measure]:
                                   "domain": "127.0.0.1", "path": "/"}])
             base = f"http://127.0.0.1:{port}"
             for name, url in pages:
-                samples, plots = [], 0
+                samples, plots, phases = [], 0, []
                 for i in range(runs + 1):
                     page = context.new_page()
                     start = time.perf_counter()
@@ -92,11 +92,16 @@ def run(runs: int = 7) -> list[Measure]:
                         raise RuntimeError(f"{url}: not served ({resp and resp.status}, {page.url})")
                     plots = page.evaluate(READY_JS)
                     ms = (time.perf_counter() - start) * 1000
+                    nav = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                                        " return [n.responseEnd, n.domContentLoadedEventEnd, n.loadEventEnd]; }")
                     if i:  # the first run fills the cache
                         samples.append(ms)
+                        phases.append(nav)
                     page.close()
+                med = [sorted(p[k] for p in phases)[len(phases) // 2] for k in range(3)]
                 rows.append(summarize(f"time to interactive {name}", samples,
-                                      note=f"{url}; {plots} figures drawn; warm cache"))
+                                      note=f"{url}; {plots} figures drawn; warm cache; median HTML received "
+                                           f"{med[0]:.0f} ms, DOMContentLoaded {med[1]:.0f} ms, load {med[2]:.0f} ms"))
             browser.close()
     finally:
         server.terminate()
