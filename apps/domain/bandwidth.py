@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "LinkBandwidth",
@@ -137,6 +138,7 @@ def _sm_family(sm: int) -> int | None:
     return None
 
 
+@lru_cache(maxsize=512, typed=True)  # pure, and asked once per GPU pair by the estimate
 def nvlink_per_link(model_or_sm: str | int | None) -> LinkBandwidth:
     """Per-link per-direction NVLink bandwidth for a GPU model name, ``sm90``, ``"9.0"`` or ``90``."""
     sm = _to_sm(model_or_sm)
@@ -306,6 +308,7 @@ _GPU_PATTERNS: list[tuple[str, str, int, int, int | None, int]] = [
 ]
 
 
+@lru_cache(maxsize=512, typed=True)  # pure: up to 22 regex searches per call, asked per GPU and pair
 def gpu_generation(model_name: str | None) -> GpuInfo:
     """Describe a GPU model as nvidia-smi prints it.
 

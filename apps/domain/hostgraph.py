@@ -984,7 +984,8 @@ class _Build:
         self.sockets()
         self.numa_accounting()
         self.nvlink_reporting(mode)
-        self.check_against_topo(exact=not inferred)
+        with frozen(G):  # the graph is complete; the check only reads it
+            self.check_against_topo(exact=not inferred)
         G.graph["warnings"] = self.warnings
         G.graph["disagreements"] = self.disagreements
         p = self.policy

@@ -266,8 +266,22 @@ def _route_gbs(G: nx.Graph, route: Route) -> float | None:
 # GPU pairs
 
 
+def _memoized(G: nx.Graph, key: tuple, compute):
+    """``compute()``, remembered under ``key`` while ``hostgraph.frozen(G)`` holds (else fresh)."""
+    memo = hostgraph._memo(G)
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
 def gpu_names(G: nx.Graph) -> list[str]:
     """GPU node ids ordered by index."""
+    return list(_memoized(G, ("gpu_names",), lambda: _gpu_names(G)))
+
+
+def _gpu_names(G: nx.Graph) -> list[str]:
     gpus = [n for n, d in G.nodes(data=True) if d.get("kind") == "gpu"]
     return sorted(gpus, key=lambda n: (G.nodes[n].get("index") if G.nodes[n].get("index") is not None else 1 << 30, n))
 
@@ -278,6 +292,10 @@ def _natural(name: str) -> tuple:
 
 def nic_names(G: nx.Graph) -> list[str]:
     """NIC port node ids in natural name order (NCCL's device order; rail index = position)."""
+    return list(_memoized(G, ("nic_names",), lambda: _nic_names(G)))
+
+
+def _nic_names(G: nx.Graph) -> list[str]:
     return sorted((n for n, d in G.nodes(data=True) if d.get("kind") == "nic"), key=_natural)
 
 
@@ -478,6 +496,10 @@ def _direct_nic_route(G: nx.Graph, g: str, n: str, gdr: bool, note: str | None =
 
 def _cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, float | None]:
     """(topo class, NCCL type, NCCL-style path bandwidth incl. the port rate) for GPU g -> NIC n."""
+    return _memoized(G, ("cell", g, n), lambda: _compute_cell(G, g, n))
+
+
+def _compute_cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, float | None]:
     cls = path_class(G, g, n)
     if cls is None:
         return None, None, None
@@ -515,9 +537,18 @@ class _Cells:
     cells: dict
     gpus: list
     nics: list
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # answers without PXN types
 
     def local_nics(self, g: str, types: Mapping | None = None) -> list[str]:
         """ncclTopoGetLocal(GPU g -> NET): lowest path type, then highest bandwidth."""
+        if not types:
+            key = ("nics", g)
+            if key not in self.memo:
+                self.memo[key] = self._local_nics(g, None)
+            return self.memo[key]
+        return self._local_nics(g, types)
+
+    def _local_nics(self, g: str, types: Mapping | None) -> list[str]:
         cand = [(n, (types or {}).get((g, n)) or self.cells[g, n][1], self.cells[g, n][2]) for n in self.nics
                 if self.cells[g, n][1] is not None]
         if not cand:
@@ -528,6 +559,12 @@ class _Cells:
         return [n for n, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
 
     def local_gpus(self, n: str) -> list[str]:
+        key = ("gpus", n)
+        if key not in self.memo:
+            self.memo[key] = self._local_gpus(n)
+        return self.memo[key]
+
+    def _local_gpus(self, n: str) -> list[str]:
         cand = [(g, self.cells[g, n][1], self.cells[g, n][2]) for g in self.gpus if self.cells[g, n][1] is not None]
         if not cand:
             return []
@@ -721,14 +758,16 @@ def _nic_port_gbs(G: nx.Graph, n: str) -> float | None:
 def gpu_nic_matrix(G: nx.Graph) -> list[dict]:
     """Every GPU x NIC cell: topo class, NCCL type, GDR (by distance) and bottleneck GB/s."""
     out = []
+    nics = nic_names(G)
+    ports = {n: _nic_port_gbs(G, n) for n in nics}
     for g in gpu_names(G):
-        for n in nic_names(G):
+        for n in nics:
             cls = path_class(G, g, n)
             t = nccl_type(cls)
             gdr = _gdr_block(G, g, n, t) is None
             r = Route(g, n, "", gdr, "", cls, t, tuple(_direct_nic_route(G, g, n, gdr)))
             gbs = _route_gbs(G, r) if cls is not None else None
-            port = _nic_port_gbs(G, n)
+            port = ports[n]
             bw = min((v for v in (gbs, port) if v is not None), default=None)
             out.append({"gpu": g, "nic": n, "path_class": cls, "nccl_path": t, "gdr": gdr, "bandwidth_gbs": bw})
     return out

@@ -13,6 +13,7 @@ severities, fixes and sources are those of domain.md section 1.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -143,6 +144,28 @@ def as_list(value: Any) -> list:
     return []
 
 
+_ATOMS = (str, int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def jsonable(value: Any) -> Any:
+    """``parsers.to_jsonable`` (the same result) with the common exact types tested first: a
+    parser result is thousands of small dataclasses, tuples, lists and strings."""
+    t = type(value)
+    if t in _ATOMS:
+        return value
+    if t is dict:
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [jsonable(v) for v in value]
+    names = _FIELDS.get(t)
+    if names is None:
+        if not dataclasses.is_dataclass(t):
+            return to_jsonable(value)  # enums, subclasses of the above
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
+    return {name: jsonable(getattr(value, name)) for name in names}
+
+
 class Ctx:
     """Read-only view of one host's snapshot document and parser results for the rules."""
 
@@ -151,7 +174,7 @@ class Ctx:
         self.results: dict[str, Any] = {}
         for kind, res in (results or {}).items():
             try:
-                self.results[kind] = to_jsonable(res)
+                self.results[kind] = jsonable(res)
             except Exception:  # an odd result object must not stop the other rules
                 continue
         graph = self.doc.get("graph") or {}
@@ -169,6 +192,8 @@ class Ctx:
         # environment and /etc/nccl.conf), then a separate nccl_env result (wins when both exist)
         self.host: dict = self.results.get("host_info") if isinstance(self.results.get("host_info"), Mapping) else {}
         self.env: dict[str, str] = {**_env(self.host.get("nccl_env")), **_env(self.results.get("nccl_env"))}
+        self._cas: dict | None = None
+        self._pcie_edges: dict | None = None
 
     # ---- GPUs and pairs ----------------------------------------------------------------------
     @property
@@ -272,10 +297,14 @@ class Ctx:
     def ib_port(self, ca: str, port: Any = None) -> dict:
         """Raw port record for HCA ``ca`` from ibstat/ibstatus/ibv_devinfo/sysfs_ib, merged."""
         merged: dict = {}
-        for kind in ("sysfs_ib", "ibv_devinfo", "ibstatus", "ibstat"):
-            for c in as_list((self.results.get(kind) or {}).get("cas")):
-                if not isinstance(c, Mapping) or c.get("name") != ca:
-                    continue
+        if self._cas is None:  # {(kind, CA name): [CA records]}, built once
+            self._cas = {}
+            for kind in _IB_KINDS:
+                for c in as_list((self.results.get(kind) or {}).get("cas")):
+                    if isinstance(c, Mapping):
+                        self._cas.setdefault((kind, c.get("name")), []).append(c)
+        for kind in _IB_KINDS:
+            for c in self._cas.get((kind, ca), ()):
                 ports = [p for p in as_list(c.get("ports")) if isinstance(p, Mapping)]
                 for p in ports:
                     if port is None or as_int(p.get("number")) == as_int(port) or len(ports) == 1:
@@ -298,12 +327,15 @@ class Ctx:
         node = self.nodes.get(node_id) or {}
         parent = node.get("parent")
         best = None
-        for e in self.edges:
-            if e.get("kind") != "pcie":
-                continue
+        if self._pcie_edges is None:  # {node id: [pcie edges touching it]} in edge order, built once
+            self._pcie_edges = {}
+            for e in self.edges:
+                if e.get("kind") == "pcie":
+                    ends = (e.get("source"), e.get("target"))
+                    for end in dict.fromkeys(ends):
+                        self._pcie_edges.setdefault(end, []).append(e)
+        for e in self._pcie_edges.get(node_id, ()):
             ends = (e.get("source"), e.get("target"))
-            if node_id not in ends:
-                continue
             other = ends[1] if ends[0] == node_id else ends[0]
             if parent is not None and other == parent:
                 return e
@@ -344,6 +376,9 @@ class Ctx:
         graph = self.doc.get("graph") or {}
         out += [w for w in as_list(graph.get("warnings")) if isinstance(w, str) and w not in out]
         return out
+
+
+_IB_KINDS = ("sysfs_ib", "ibv_devinfo", "ibstatus", "ibstat")
 
 
 def _env(raw: Any) -> dict[str, str]:
