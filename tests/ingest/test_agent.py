@@ -165,7 +165,7 @@ def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin):
     assert report["meta"]["kernel"]
     sections = report["sections"]
     assert set(sections) == {"nvidia_smi_gpus", "nvidia_smi_topo", "lspci_tree", "lspci_verbose", "sysfs_pci",
-                             "sysfs_ib", "ibstat"}
+                             "sysfs_ib", "ibstat", "host_info"}
     # Old driver: the full query was rejected and the older field names were used.
     calls = log.read_text().splitlines()
     assert "gpucurrent" in calls[0] and "pcie.link.gen.current" in calls[1]

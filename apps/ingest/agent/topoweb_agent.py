@@ -25,6 +25,17 @@ lspci_verbose        lspci -D -vvv
 sysfs_pci            /sys/bus/pci/devices/* (ancestry, class, ids, NUMA, CPUs, link speed/width)
 sysfs_ib             /sys/class/infiniband/* (GUIDs, firmware, ports, rates, GIDs, netdevs)
 ibstat               ibstat (or ibv_devinfo -v where ibstat is missing)
+host_info            hardware and driver facts, ``key<TAB>value`` (apps/domain/parsers/host_info.py):
+                     CPU vendor/family/model/model name and hypervisor flag (/proc/cpuinfo),
+                     sockets and NUMA nodes (/sys/devices/system), kernel release, NVIDIA driver
+                     version and open/proprietary flavour (/proc/driver/nvidia/version), DMA-BUF,
+                     peermem modules (/sys/module/nvidia_peermem, /sys/kernel/mm/memory_peers),
+                     the IOMMU arguments of /proc/cmdline only (intel_iommu=, amd_iommu=, iommu=,
+                     iommu.passthrough=; never the rest of the command line), IOMMU group types
+                     of GPU and NIC functions, names and states of RDMA-capable interfaces.
+                     With --include-nccl-env only: NCCL_* variables of the agent's environment and
+                     /etc/nccl.conf (no other variable, ever), the default route's interface and
+                     the names and states of all interfaces
 meta                 hostname, kernel release, NVIDIA driver version, whether run as root
 ===================  ==========================================================================
 
@@ -37,22 +48,26 @@ error. The report (``topoweb.report/1``)::
 
 Options: ``--dry-run`` prints the report instead of sending it; ``--output FILE`` saves it (for an
 air-gapped node: upload the file later through the web form); ``--from-dir DIR`` sends captures
-made earlier (files ``<kind>.txt`` named after the sections above, plus ``hostname.txt``).
+made earlier (files ``<kind>.txt`` named after the sections above, plus ``hostname.txt``);
+``--include-nccl-env`` adds the NCCL configuration to ``host_info`` (see above; off by default).
 Connection errors and server errors (5xx, 429) are retried with exponential backoff.
 
 Exit codes: 0 sent (or saved / printed; a report the server already had counts as sent),
 1 unexpected internal error, 2 usage error, 3 rejected by the server (4xx: bad or revoked
 token, invalid report, too large), 4 server unreachable or failing after all retries,
-5 nothing to report (no section could be collected or read), 6 local file error
+5 nothing to report (no topology section could be collected or read: host_info alone
+is not a report), 6 local file error
 (``--from-dir`` unreadable, ``--output`` not writable).
 """
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -61,7 +76,7 @@ import time
 import urllib.error
 import urllib.request
 
-AGENT_VERSION = "1.0.0"
+AGENT_VERSION = "1.1.0"
 SCHEMA = "topoweb.report/1"
 
 # The section kinds the server knows (apps.domain.parsers.KINDS); --from-dir reads <kind>.txt.
@@ -147,9 +162,11 @@ def run(argv, timeout):
 class Collector(object):
     """Gathers sections, the unavailable map and meta for one report."""
 
-    def __init__(self, timeout, sysfs_root):
+    def __init__(self, timeout, sysfs_root, proc_root="/proc", etc_root="/etc"):
         self.timeout = timeout
         self.sysfs_root = sysfs_root.rstrip("/") or "/"
+        self.proc_root = proc_root.rstrip("/") or "/"
+        self.etc_root = etc_root.rstrip("/") or "/"
         self.sections = {}
         self.unavailable = {}
         self.commands = {}
@@ -260,6 +277,19 @@ class Collector(object):
             self.unavailable["sysfs_ib"] = "no RDMA devices (%s is absent or empty)" % ib
         self.commands["sysfs_ib"] = {"command": "read " + ib, "seconds": round(time.time() - started, 3)}
 
+    def host_info(self, include_nccl_env):
+        """Section ``host_info``: hardware and driver facts; NCCL settings only when asked."""
+        started = time.time()
+        try:
+            facts = host_info_facts(self.sysfs_root, self.proc_root, self.etc_root, include_nccl_env, os.environ)
+        except OSError as exc:
+            self.unavailable["host_info"] = "cannot read host facts: %s" % exc
+            facts = []
+        if facts:
+            self.sections["host_info"] = host_info_text(facts)
+        self.commands["host_info"] = {"command": "read /proc, /sys" + (", NCCL_* settings" if include_nccl_env else ""),
+                                      "seconds": round(time.time() - started, 3)}
+
 
 # ------------------------------------------------------------------------------------------------
 # sysfs listings: the exact formats of apps/domain/parsers/sysfs_pci.py and sysfs_ib.py (v1)
@@ -344,6 +374,224 @@ def sysfs_ib_listing(root, shown_path):
 
 
 # ------------------------------------------------------------------------------------------------
+# host_info: the format of apps/domain/parsers/host_info.py (key<TAB>value), hardware facts only.
+#
+# Sent by default: CPU vendor/family/model/model name, sockets, NUMA nodes, virtualized (the CPU's
+# hypervisor flag), kernel release, NVIDIA driver version and flavour, DMA-BUF, peermem modules,
+# the IOMMU arguments of the kernel command line (never the rest of it), IOMMU group types of
+# GPU/NIC functions, names and states of RDMA-capable interfaces. Only with --include-nccl-env:
+# NCCL_* variables (this process's environment and /etc/nccl.conf), the default route's interface
+# and the names and states of all interfaces (NCCL_SOCKET_IFNAME is checked against them). No other
+# environment variable and no other file is ever read for it.
+
+IOMMU_ARGS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough")
+SAFE_ARG_VALUE = re.compile(r"^[A-Za-z0-9_.,:+-]{1,64}$")
+NCCL_NAME = re.compile(r"^NCCL_[A-Za-z0-9_]+$")
+BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+TOKEN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except (OSError, IOError):
+        return None
+
+
+def kernel_args(cmdline):
+    """Split a kernel command line as the kernel does: spaces inside double quotes do not split."""
+    args, current, quoted, started = [], [], False, False
+    for ch in cmdline:
+        if ch == '"':
+            quoted = not quoted
+            current.append(ch)
+            started = True
+        elif ch.isspace() and not quoted:
+            if started:
+                if current == ["-", "-"]:
+                    return args  # what follows "--" is for init, not the kernel
+                args.append("".join(current))
+            current, started = [], False
+        else:
+            current.append(ch)
+            started = True
+    if started and current != ["-", "-"]:
+        args.append("".join(current))
+    return args
+
+
+def iommu_args(cmdline):
+    """The IOMMU arguments of a kernel command line (``intel_iommu=on iommu=pt``), nothing else.
+
+    A value that is not a plain word (letters, digits, ``_.,:+-``) is dropped rather than sent."""
+    out = []
+    for arg in kernel_args(cmdline or ""):
+        name, eq, value = arg.partition("=")
+        name = name.replace("-", "_")  # the kernel treats - and _ alike in parameter names
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        if eq and name in IOMMU_ARGS and SAFE_ARG_VALUE.match(value):
+            out.append(name + "=" + value)
+    return out
+
+
+def cpuinfo_facts(text):
+    """(key, value) pairs from /proc/cpuinfo: vendor, family, model, model name, sockets, virtualized."""
+    first = {}
+    ids = set()
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if not sep:
+            continue
+        k, v = k.strip(), v.strip()
+        first.setdefault(k, v)
+        if k == "physical id" and v.isdigit():
+            ids.add(v)
+    out = []
+    vendor = first.get("vendor_id") or ("ARM" if first.get("CPU implementer") else None)
+    if vendor:
+        out.append(("cpu_vendor", vendor))
+    for key, src in (("cpu_family", "cpu family"), ("cpu_model", "model")):
+        if first.get(src, "").isdigit():
+            out.append((key, first[src]))
+    if first.get("model name"):
+        out.append(("cpu_model_name", first["model name"]))
+    flags = first.get("flags")
+    if flags is not None:
+        out.append(("virtualized", "yes" if "hypervisor" in flags.split() else "no"))
+    elif text.strip():
+        out.append(("virtualized", "unknown"))  # aarch64 and others: no x86 hypervisor flag
+    return out, ids
+
+
+def count_sockets(sysfs_root, cpuinfo_ids):
+    """Distinct physical package ids (sysfs), else distinct ``physical id`` of /proc/cpuinfo."""
+    ids = set()
+    for path in glob.glob(os.path.join(sysfs_root, "devices", "system", "cpu", "cpu[0-9]*", "topology",
+                                       "physical_package_id")):
+        v = first_line(path)
+        if v and v.isdigit():
+            ids.add(v)
+    ids = ids or cpuinfo_ids
+    return len(ids) if ids else None
+
+
+def nvidia_driver(proc_root):
+    """(version, flavour) from /proc/driver/nvidia/version; (None, None) without the driver."""
+    text = read_text(os.path.join(proc_root, "driver", "nvidia", "version")) or ""
+    for line in text.splitlines():
+        if "Kernel Module" in line:
+            m = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", line + " ")
+            if m:
+                return m.group(1), ("open" if "Open Kernel Module" in line else "proprietary")
+    return None, None
+
+
+def kernel_release(proc_root):
+    return first_line(os.path.join(proc_root, "sys", "kernel", "osrelease")) or platform.release()
+
+
+def iommu_group_types(sysfs_root):
+    """``<BDF> <type>`` of NVIDIA display/3D functions and network functions (NICs, HCAs)."""
+    devices = os.path.join(sysfs_root, "bus", "pci", "devices")
+    out = []
+    for name in (sorted(os.listdir(devices)) if os.path.isdir(devices) else []):
+        d = os.path.join(devices, name)
+        vendor, cls = first_line(os.path.join(d, "vendor")) or "", first_line(os.path.join(d, "class")) or ""
+        if not BDF.match(name) or not ((vendor == "0x10de" and cls.startswith("0x03")) or cls.startswith("0x02")):
+            continue
+        t = first_line(os.path.join(d, "iommu_group", "type"))
+        if t and TOKEN.match(t):
+            out.append(name + " " + t)
+    return out
+
+
+def peermem(sysfs_root):
+    if os.path.exists(os.path.join(sysfs_root, "module", "nvidia_peermem")):
+        return "nvidia_peermem"
+    if glob.glob(os.path.join(sysfs_root, "kernel", "mm", "memory_peers", "nv_mem*")):
+        return "nv_mem"
+    return "none"
+
+
+def dmabuf(flavor, kernel):
+    if flavor is None:
+        return "unknown"
+    release = tuple(int(x) for x in re.findall(r"\d+", kernel or "")[:2])
+    return "yes" if flavor == "open" and len(release) == 2 and release >= (5, 12) else "no"
+
+
+def netdev_states(sysfs_root, rdma_only):
+    """name -> operstate: interfaces of RDMA devices (/sys/class/infiniband/*/device/net), or all."""
+    dirs = {}
+    if rdma_only:
+        for path in glob.glob(os.path.join(sysfs_root, "class", "infiniband", "*", "device", "net", "*")):
+            dirs[os.path.basename(path)] = path
+    else:
+        for path in glob.glob(os.path.join(sysfs_root, "class", "net", "*")):
+            dirs[os.path.basename(path)] = path
+    return [(name, first_line(os.path.join(path, "operstate")) or "unknown")
+            for name, path in sorted(dirs.items()) if TOKEN.match(name)]
+
+
+def nccl_settings(etc_root, environ):
+    """NCCL_* of /etc/nccl.conf, then of the environment (which wins); no other variable is read."""
+    env = {}
+    for line in (read_text(os.path.join(etc_root, "nccl.conf")) or "").splitlines():
+        k, eq, v = line.strip().partition("=")
+        if eq and NCCL_NAME.match(k.strip()):
+            env[k.strip()] = v.strip()
+    for k in environ:
+        if NCCL_NAME.match(k):
+            env[k] = environ[k]
+    return sorted(env.items())
+
+
+def default_route_netdev(proc_root):
+    for line in (read_text(os.path.join(proc_root, "net", "route")) or "").splitlines()[1:]:
+        f = line.split()
+        if len(f) > 2 and f[1] == "00000000" and TOKEN.match(f[0]):
+            return f[0]
+    return None
+
+
+def host_info_facts(sysfs_root, proc_root, etc_root, include_nccl_env, environ):
+    """The ``host_info`` facts as (key, value) pairs, in the order of the contract."""
+    cpu, cpu_ids = cpuinfo_facts(read_text(os.path.join(proc_root, "cpuinfo")) or "")
+    out = [kv for kv in cpu if kv[0] != "virtualized"]
+    sockets = count_sockets(sysfs_root, cpu_ids)
+    if sockets:
+        out.append(("sockets", str(sockets)))
+    nodes = os.path.join(sysfs_root, "devices", "system", "node")
+    if os.path.isdir(nodes):
+        out.append(("numa_nodes", str(len(glob.glob(os.path.join(nodes, "node[0-9]*"))))))
+    kernel = kernel_release(proc_root)
+    out.append(("kernel", kernel))
+    version, flavor = nvidia_driver(proc_root)
+    if version:
+        out += [("driver_version", version), ("driver_flavor", flavor)]
+    words = iommu_args(read_text(os.path.join(proc_root, "cmdline")))
+    if words:
+        out.append(("cmdline", " ".join(words)))  # the IOMMU arguments only
+    out += [("iommu_group_type", v) for v in iommu_group_types(sysfs_root)]
+    out += [kv for kv in cpu if kv[0] == "virtualized"]
+    out.append(("peermem", peermem(sysfs_root)))
+    out.append(("dmabuf", dmabuf(flavor, kernel)))
+    if include_nccl_env:
+        out += [("nccl_env", k + "=" + v) for k, v in nccl_settings(etc_root, environ)]
+        route = default_route_netdev(proc_root)
+        if route:
+            out.append(("default_route_netdev", route))
+    out += [("netdev", name + " " + state) for name, state in netdev_states(sysfs_root, not include_nccl_env)]
+    return out
+
+
+def host_info_text(facts):
+    return "".join(k + "\t" + " ".join(v.split()) + "\n" for k, v in facts)
+
+
+# ------------------------------------------------------------------------------------------------
 # Building the report
 
 
@@ -358,17 +606,19 @@ def is_root():
         return False
 
 
-def collect(hostname, timeout, sysfs_root):
+def collect(hostname, timeout, sysfs_root, proc_root="/proc", etc_root="/etc", include_nccl_env=False):
     root = is_root()
-    c = Collector(timeout, sysfs_root)
+    c = Collector(timeout, sysfs_root, proc_root, etc_root)
     c.nvidia()
     c.lspci(root)
     c.sysfs()
     c.infiniband()
+    c.host_info(include_nccl_env)
     meta = {
         "kernel": platform.release(),
         "driver": c.driver_version(),
         "root": root,
+        "nccl_env_included": bool(include_nccl_env),
         "collector": c.commands,
     }
     if not root and "lspci_verbose" in c.sections:
@@ -529,8 +779,14 @@ def build_parser():
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds to wait for the server (default 30)")
     p.add_argument("--quiet", action="store_true", help="print errors only")
     p.add_argument("--version", action="version", version="topoweb-agent " + AGENT_VERSION)
-    # For tests: read sysfs under another root (a fake tree) instead of /sys.
+    p.add_argument("--include-nccl-env", action="store_true",
+                   help="also send NCCL configuration (NCCL_* variables of this environment and /etc/nccl.conf), "
+                        "the default route's interface and all interface names and states, for diagnosis "
+                        "(default: hardware and driver facts only)")
+    # For tests: read sysfs, /proc and /etc (nccl.conf) under other roots (fake trees).
     p.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
+    p.add_argument("--proc-root", default="/proc", help=argparse.SUPPRESS)
+    p.add_argument("--etc-root", default="/etc", help=argparse.SUPPRESS)
     return p
 
 
@@ -553,10 +809,13 @@ def main(argv=None):
     if args.from_dir:
         report = report_from_dir(args.from_dir, args.hostname)
     else:
-        report = collect(args.hostname or socket.gethostname(), args.timeout, args.sysfs_root)
+        report = collect(args.hostname or socket.gethostname(), args.timeout, args.sysfs_root, args.proc_root,
+                         args.etc_root, args.include_nccl_env)
 
-    if not report["sections"]:
+    if not [kind for kind in report["sections"] if kind != "host_info"]:  # host facts alone are no topology
         why = "; ".join("%s: %s" % kv for kv in sorted(report["unavailable"].items())) or "no capture files"
+        if "host_info" in report["sections"]:
+            why = "only host_info, no topology section; " + why
         fail(EXIT_NOTHING, "nothing to report (%s)" % why)
     say("%s: %d sections (%s)%s" % (
         report["hostname"], len(report["sections"]), ", ".join(sorted(report["sections"])),
