@@ -246,17 +246,21 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
     facts = assemble(results, name)
     G = build_host_graph(facts)
     plain = {k: jsonable(v) for k, v in results.items()}  # = parsers.to_jsonable, faster
-    doc = build_document(G, p2p=facts.p2p, results=plain)
+    doc = build_document(G, p2p=facts.p2p, results=plain, _plain_results=True)
     return HostAnalysis(doc, G, plain)
 
 
-def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping | None = None) -> dict:
-    """The snapshot document of a HostGraph (findings and estimate included)."""
+def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping | None = None,
+                   _plain_results: bool = False) -> dict:
+    """The snapshot document of a HostGraph (findings and estimate included).
+
+    ``_plain_results``: ``results`` are already ``to_jsonable`` output (analyze_host), so the
+    findings need not convert them again."""
     with hostgraph_frozen(G):  # nothing below changes G: PCIe chains are looked up once
-        return _build_document(G, p2p=p2p, results=results)
+        return _build_document(G, p2p=p2p, results=results, plain=_plain_results)
 
 
-def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None) -> dict:
+def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None, plain: bool) -> dict:
     p2p = p2p if p2p is not None else G.graph.get("p2p")
     routes, pairs = paths.all_gpu_pairs(G, p2p=p2p)
     unreported = G.graph.get("nvlink_reported") is False
@@ -298,7 +302,7 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     doc["nccl_settings"] = suggest_nccl_settings(doc)
     if unreported:
         _nvlink_unreported(doc)
-    doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {})
+    doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {}, plain=plain)
     return json.loads(json.dumps(doc, default=_jsonable))
 
 

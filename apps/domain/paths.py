@@ -259,7 +259,21 @@ def bottleneck(hops: list[dict]) -> tuple[int | None, float | None]:
 
 
 def _route_gbs(G: nx.Graph, route: Route) -> float | None:
-    return bottleneck(route_hops(G, route))[1]
+    """``bottleneck(route_hops(G, route))[1]`` without building the hop dicts."""
+    best = None
+    for step in route.steps:
+        if step[0] == "mem":
+            continue
+        if step[0] in ("nvsw", "nvsw_in"):
+            edges = _nvswitch_edges(G, step[1])
+            v = _sum(e.get("expected_gbs") for e in edges)
+            if v is None:
+                v = _sum(e.get("spec_gbs") for e in edges)
+        else:
+            v = _gbs(G.edges[step[0], step[1]])
+        if v is not None and (best is None or v < best):
+            best = v
+    return best
 
 
 # --------------------------------------------------------------------------------------------

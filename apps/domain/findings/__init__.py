@@ -29,13 +29,16 @@ def rule_ids() -> list[str]:
     return sorted({fn.__name__.split("_", 1)[1].upper() for fn in ALL_RULES})
 
 
-def evaluate(doc: Mapping[str, Any], results: Mapping[str, Any] | None = None, *, strict: bool = False) -> list[dict]:
+def evaluate(doc: Mapping[str, Any], results: Mapping[str, Any] | None = None, *, strict: bool = False,
+             plain: bool = False) -> list[dict]:
     """Evaluate every rule on one host.
 
     A rule whose inputs are missing returns nothing. A rule that fails on unexpected input is
     skipped (``strict=True`` re-raises, for tests) so one odd section never hides the others.
+    ``plain=True``: ``results`` are already ``to_jsonable`` output (as ``analyze_host`` keeps
+    them) and are read as they are, not converted again.
     """
-    ctx = Ctx(doc, results)
+    ctx = Ctx(doc, results, plain=plain)
     out: list[dict] = []
     for rule in ALL_RULES:
         try:

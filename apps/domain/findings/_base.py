@@ -169,10 +169,13 @@ def jsonable(value: Any) -> Any:
 class Ctx:
     """Read-only view of one host's snapshot document and parser results for the rules."""
 
-    def __init__(self, doc: Mapping[str, Any], results: Mapping[str, Any] | None = None):
+    def __init__(self, doc: Mapping[str, Any], results: Mapping[str, Any] | None = None, *, plain: bool = False):
         self.doc = doc or {}
         self.results: dict[str, Any] = {}
         for kind, res in (results or {}).items():
+            if plain:  # already to_jsonable output: converting again gives an equal copy
+                self.results[kind] = res
+                continue
             try:
                 self.results[kind] = jsonable(res)
             except Exception:  # an odd result object must not stop the other rules
