@@ -75,12 +75,12 @@ TEMPLATES = [
 # Database: TOPOWEB_DATABASE_URL, e.g. postgres://user@127.0.0.1:5432/topoweb; default a SQLite file.
 _default_db = f"sqlite:///{VAR_DIR / 'topoweb.sqlite3'}"
 _db_url = env_str("TOPOWEB_DATABASE_URL") or _default_db
+_conn_max_age = env_int("TOPOWEB_DB_CONN_MAX_AGE", 0, minimum=0)
 try:
     # Connections close after each request by default: a threaded server must never hold one idle
     # connection per thread (that exhausts PostgreSQL's max_connections under many agents). Set
     # TOPOWEB_DB_CONN_MAX_AGE (seconds) for a server with a fixed worker count, e.g. gunicorn.
-    DATABASES = {"default": dj_database_url.parse(
-        _db_url, conn_max_age=env_int("TOPOWEB_DB_CONN_MAX_AGE", 0, minimum=0), conn_health_checks=True)}
+    DATABASES = {"default": dj_database_url.parse(_db_url, conn_max_age=_conn_max_age, conn_health_checks=True)}
 except Exception as exc:  # dj_database_url raises several types for bad URLs
     raise ImproperlyConfigured(f"TOPOWEB_DATABASE_URL={_db_url!r}: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
