@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -319,6 +319,7 @@ def submit_report(
         data, raw = decode_report(raw)
     else:
         data, raw = decode_report(report)
+    size = len(raw.encode("utf-8")) if not isinstance(report, (bytes, bytearray)) else len(report)
     env = validate_envelope(data)
     digest = content_hash(env.hostname, env.sections)
     now = timezone.now()
@@ -328,20 +329,21 @@ def submit_report(
         Host.objects.filter(pk=existing.host_id).update(last_seen_at=now)
         return existing, False
 
-    host, host_created = Host.objects.get_or_create(
-        cluster=cluster, hostname=env.hostname, defaults={"last_seen_at": now}
-    )
+    host_id = _touch_host(cluster.pk, env.hostname, now)
+    if host_id is None:
+        host_id = Host.objects.get_or_create(cluster=cluster, hostname=env.hostname,
+                                             defaults={"last_seen_at": now})[0].pk
+    fields = dict(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
+                  raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
+                  agent_version=env.agent_version)
     try:
-        with transaction.atomic():
-            upload = Upload.objects.create(
-                cluster=cluster, host=host, via=via, token=token, user=user, source_name=source_name[:500],
-                raw=raw, size_bytes=len(raw.encode("utf-8")), content_hash=digest,
-                collected_at=env.collected_at, agent_version=env.agent_version,
-            )
-            if not host_created:
-                Host.objects.filter(pk=host.pk).update(last_seen_at=now)
-            # Enqueue only after COMMIT, or the worker may not see the row yet.
-            transaction.on_commit(lambda: enqueue_upload(upload.pk))
+        if transaction.get_connection().in_atomic_block:
+            with transaction.atomic():  # a savepoint, so a duplicate does not break the caller's transaction
+                upload = Upload.objects.create(**fields)
+        else:  # autocommit: the INSERT is its own transaction (no BEGIN/COMMIT round trips)
+            upload = Upload.objects.create(**fields)
+        # Enqueue only after COMMIT, or the worker may not see the row yet (at once in autocommit).
+        transaction.on_commit(lambda: enqueue_upload(upload.pk))
     except IntegrityError:
         # The same report raced in from another request; the first one wins.
         existing = Upload.objects.filter(cluster=cluster, content_hash=digest).first()
@@ -349,6 +351,16 @@ def submit_report(
             raise
         return existing, False
     return upload, True
+
+
+def _touch_host(cluster_id: int, hostname: str, now: datetime) -> int | None:
+    """Set ``last_seen_at`` of a known host and return its id, in one statement; None when new."""
+    table = connection.ops.quote_name(Host._meta.db_table)
+    with connection.cursor() as cur:
+        cur.execute(f"UPDATE {table} SET last_seen_at = %s WHERE cluster_id = %s AND hostname = %s RETURNING id",
+                    [connection.ops.adapt_datetimefield_value(now), cluster_id, hostname])
+        row = cur.fetchone()
+    return row[0] if row else None
 
 
 def _eager() -> bool:
@@ -408,15 +420,19 @@ def _analyze(raw: str) -> _Outcome:
     except (ValueError, ReportRejected) as exc:  # only reachable for rows written before a rule changed
         return _Outcome(error={"section": None, "line_no": 0, "line": "", "reason": f"invalid report: {exc}"})
     try:
-        analysis = analyze_host(env.sections, env.hostname)
-        document = analysis.to_dict()
+        # The analysis is ours alone: its document needs no defensive copy (to_dict would copy).
+        document = analyze_host(env.sections, env.hostname).doc
     except ParseError as exc:
         return _Outcome(error=_error_dict(exc, env.sections))
     except Exception as exc:  # an analysis bug must fail this upload, not the worker or the request
         log.exception("analysis of host %s failed", env.hostname)
         return _Outcome(error={"section": None, "line_no": 0, "line": "",
                                "reason": f"internal error while analysing the report: {type(exc).__name__}: {exc}"})
-    return _Outcome(document=_json_safe(document))
+    try:
+        json.dumps(document, allow_nan=False)  # C speed; NaN/Infinity are rare
+    except ValueError:
+        document = _json_safe(document)
+    return _Outcome(document=document)
 
 
 def _json_safe(value: Any) -> Any:
@@ -469,13 +485,40 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
             Snapshot.objects.filter(upload_id=upload.pk).delete()  # derived from a report that no longer reads
             rows.update(status=Upload.Status.FAILED, error=outcome.error, finished_at=now)
             return Upload.Status.FAILED
-        Snapshot.objects.update_or_create(
-            upload_id=upload.pk,
-            defaults={"host_id": upload.host_id, "collected_at": upload.collected_at or upload.received_at,
-                      **_snapshot_fields(outcome.document)},
-        )
+        fields = {"host_id": upload.host_id, "collected_at": upload.collected_at or upload.received_at,
+                  **_snapshot_fields(outcome.document)}
+        # update, else insert: two statements where update_or_create takes a locking SELECT and a
+        # savepoint around the INSERT (the upload's claim already keeps other workers away)
+        if not Snapshot.objects.filter(upload_id=upload.pk).update(built_at=now, **fields):
+            Snapshot.objects.create(upload_id=upload.pk, **fields)
         rows.update(status=Upload.Status.DONE, error=None, finished_at=now)
     return Upload.Status.DONE
+
+
+def _claim(upload_id: int, now: datetime) -> Upload | None:
+    """``received`` (or stale ``processing``) -> ``processing``, returning what processing needs
+    (an unsaved Upload with pk, host_id, raw, collected_at, received_at) in the same statement;
+    None when another worker holds it or it is finished."""
+    table = connection.ops.quote_name(Upload._meta.db_table)
+    stale = now - timedelta(seconds=processing_stale_seconds())
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} SET status = %s, attempts = attempts + 1, started_at = %s "
+            "WHERE id = %s AND (status = %s OR (status = %s AND started_at < %s)) "
+            "RETURNING host_id, raw, collected_at, received_at",
+            [Upload.Status.PROCESSING, adapt(now), upload_id, Upload.Status.RECEIVED, Upload.Status.PROCESSING,
+             adapt(stale)],
+        )
+        row = cur.fetchone()
+    if row is None:
+        return None
+    host_id, raw, collected_at, received_at = row
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)  # SQLite returns text
+    if convert is not None:
+        collected_at, received_at = (convert(v, None, connection) if v is not None else None
+                                     for v in (collected_at, received_at))
+    return Upload(pk=upload_id, host_id=host_id, raw=raw, collected_at=collected_at, received_at=received_at)
 
 
 def process_upload(upload_id: int) -> str:
@@ -487,17 +530,10 @@ def process_upload(upload_id: int) -> str:
     ``processing_stale_seconds()`` (its worker died) may be claimed again.
     """
     now = timezone.now()
-    claim = {"status": Upload.Status.PROCESSING, "attempts": F("attempts") + 1, "started_at": now}
-    claimed = Upload.objects.filter(pk=upload_id, status=Upload.Status.RECEIVED).update(**claim)
-    if not claimed:
-        stale = now - timedelta(seconds=processing_stale_seconds())
-        claimed = Upload.objects.filter(
-            pk=upload_id, status=Upload.Status.PROCESSING, started_at__lt=stale
-        ).update(**claim)
-    if not claimed:
+    upload = _claim(upload_id, now)
+    if upload is None:
         status = Upload.objects.filter(pk=upload_id).values_list("status", flat=True).first()
         return status or "missing"
-    upload = Upload.objects.only("pk", "host_id", "raw", "collected_at", "received_at").get(pk=upload_id)
     # Parse outside any transaction: a 1 MB lspci -vvv must not hold row locks.
     outcome = _analyze(upload.raw)
     return _store_outcome(upload, outcome, from_status=Upload.Status.PROCESSING)
