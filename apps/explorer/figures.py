@@ -1,9 +1,12 @@
 """Plotly figures built from snapshot documents (``apps/domain/analysis.py``): pure functions.
 
-Every builder takes documents (plain dicts) and returns a ``plotly.graph_objects.Figure``; the
-views serialise it with ``fig.to_json()`` into the page (``json_script``) and
-``static/js/plots.js`` renders it with the vendored Plotly.js. Nothing here touches the
-database, so tests assert on ``fig.data`` and ``fig.layout``.
+Every builder ``*_spec`` takes documents (plain dicts) and returns the figure as a plain dict
+``{"data": [trace, ...], "layout": {...}}``; ``*_figure`` wraps it in a
+``plotly.graph_objects.Figure`` (validated: what the tests assert on, ``fig.data`` and
+``fig.layout``) and ``*_figure_json`` serialises it straight into the page (no plotly.py object
+tree: building and validating one cost the host page more than everything else).
+``static/js/plots.js`` renders the JSON with the vendored Plotly.js. Nothing here touches the
+database.
 
 Strings that came from a node (hostnames, device names, notes) are HTML-escaped before they go
 into figure text: Plotly renders a few tags (``<b>``, ``<br>``) in labels and hovers and decodes
@@ -15,6 +18,7 @@ Bandwidths are GB/s per direction everywhere, as in the documents.
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from collections import defaultdict
@@ -25,7 +29,8 @@ import plotly.graph_objects as go
 from apps.domain.compare import describe_link, doc_edges, upstream_links
 
 __all__ = ["host_figure", "gpu_matrix_figure", "nic_matrix_figure", "path_figure", "capacity_figure",
-           "BANDS", "band_of", "node_positions"]
+           "host_figure_json", "gpu_matrix_figure_json", "nic_matrix_figure_json", "path_figure_json",
+           "capacity_figure_json", "to_json", "BANDS", "band_of", "node_positions"]
 
 FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12, color="#1d2330")
 KIND_STYLE = {  # symbol, size, colour, legend name
@@ -212,8 +217,8 @@ def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
     return to_switch, direct
 
 
-def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
-                height: int = 600, legend: bool = True) -> go.Figure:
+def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
+                height: int = 600, legend: bool = True) -> dict:
     """The host drawn as the hardware is laid out.
 
     Traces: PCIe links by bandwidth band (dashed when inferred), degraded links, NVLink bundles,
@@ -446,13 +451,13 @@ def host_figure(doc: Mapping, *, highlight: Mapping[str, str] | None = None, tit
                           showlegend=legend, margin=dict(l=10, r=10, t=42, b=10))
     if not nodes:
         layout["annotations"] = [dict(text="No devices in this snapshot", showarrow=False, x=0, y=0)]
-    return go.Figure(data=data, layout=layout)
+    return {"data": data, "layout": layout}
 
 
 # -- matrices ---------------------------------------------------------------------------------
 
 
-def gpu_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
+def gpu_matrix_spec(doc: Mapping, height: int = 340) -> dict:
     """GPU x GPU: path class in each cell, coloured by expected GB/s per direction; * = no P2P."""
     gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
     idx = {g: i for i, g in enumerate(gpus)}
@@ -480,10 +485,10 @@ def gpu_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
                           xaxis=dict(side="top", tickfont=dict(size=10), title=None),
                           yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
                           margin=dict(l=50, r=10, t=64, b=10))
-    return go.Figure(data=data, layout=layout)
+    return {"data": data, "layout": layout}
 
 
-def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
+def nic_matrix_spec(doc: Mapping, height: int = 340) -> dict:
     """GPU x NIC: path class per cell coloured by GB/s; [ ] = the NIC NCCL picks; + = GPUDirect RDMA on."""
     gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
     nics = sorted({c["nic"] for c in doc.get("gpu_nic_matrix", [])}, key=_natural)
@@ -515,7 +520,7 @@ def nic_matrix_figure(doc: Mapping, height: int = 340) -> go.Figure:
     if not nics:
         layout["annotations"] = [dict(text="No NICs in this snapshot: paste ibstat or the topo -m NIC columns",
                                       showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)]
-    return go.Figure(data=data, layout=layout)
+    return {"data": data, "layout": layout}
 
 
 # -- path -------------------------------------------------------------------------------------
@@ -527,7 +532,7 @@ def _hop_kind_of(name: str, host: str | None, kinds: Mapping[tuple, str]) -> str
     return kinds.get((host, name), "switch" if "switch" in name.lower() else "other")
 
 
-def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) -> go.Figure:
+def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) -> dict:
     """The hops of ``path_between`` as a horizontal chain: width and colour by GB/s per direction,
     each hop labelled with its link and bandwidth, the bottleneck marked, hosts outlined."""
     hops = list(path.get("hops") or [])
@@ -609,7 +614,7 @@ def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) 
     if not hops:
         layout["annotations"] = [dict(text=esc(path.get("explanation") or "no path"), showarrow=False,
                                       xref="paper", yref="paper", x=0.5, y=0.5)]
-    return go.Figure(data=data, layout=layout)
+    return {"data": data, "layout": layout}
 
 
 # -- capacity ---------------------------------------------------------------------------------
@@ -617,7 +622,7 @@ def path_figure(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) 
 CAPACITY_COLOURS = ("#2457c5", "#d9480f", "#2b8a3e", "#7048e8")
 
 
-def capacity_figure(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -> go.Figure:
+def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -> dict:
     """Expected all-reduce bus bandwidth against node count (1..64, log2 axis), one line per layout."""
     data = []
     annotations = []
@@ -650,4 +655,69 @@ def capacity_figure(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -
                                      gridcolor="#eef1f6"),
                           annotations=annotations, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
                           margin=dict(l=60, r=20, t=70, b=50), hovermode="closest")
-    return go.Figure(data=data, layout=layout)
+    return {"data": data, "layout": layout}
+
+
+# -- figure objects and JSON ------------------------------------------------------------------
+
+
+def as_figure(spec: Mapping) -> go.Figure:
+    """The spec as a validated ``plotly.graph_objects.Figure``."""
+    return go.Figure(data=spec["data"], layout=spec["layout"])
+
+
+def to_json(spec: Mapping) -> str:
+    """The spec as Plotly.js reads it. ``template="none"`` (what plotly.py expands to an empty
+    template) becomes ``{}``; anything plain JSON cannot hold goes through plotly.py's encoder."""
+    layout = spec["layout"]
+    if layout.get("template") == "none":
+        layout = {**layout, "template": {}}
+    try:
+        return json.dumps({"data": spec["data"], "layout": layout}, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return as_figure(spec).to_json()
+
+
+def host_figure(doc: Mapping, **kw: Any) -> go.Figure:
+    """``host_spec`` as a Figure."""
+    return as_figure(host_spec(doc, **kw))
+
+
+def host_figure_json(doc: Mapping, **kw: Any) -> str:
+    return to_json(host_spec(doc, **kw))
+
+
+def gpu_matrix_figure(doc: Mapping, **kw: Any) -> go.Figure:
+    """``gpu_matrix_spec`` as a Figure."""
+    return as_figure(gpu_matrix_spec(doc, **kw))
+
+
+def gpu_matrix_figure_json(doc: Mapping, **kw: Any) -> str:
+    return to_json(gpu_matrix_spec(doc, **kw))
+
+
+def nic_matrix_figure(doc: Mapping, **kw: Any) -> go.Figure:
+    """``nic_matrix_spec`` as a Figure."""
+    return as_figure(nic_matrix_spec(doc, **kw))
+
+
+def nic_matrix_figure_json(doc: Mapping, **kw: Any) -> str:
+    return to_json(nic_matrix_spec(doc, **kw))
+
+
+def path_figure(path: Mapping, docs: Iterable[Mapping] = (), **kw: Any) -> go.Figure:
+    """``path_spec`` as a Figure."""
+    return as_figure(path_spec(path, docs, **kw))
+
+
+def path_figure_json(path: Mapping, docs: Iterable[Mapping] = (), **kw: Any) -> str:
+    return to_json(path_spec(path, docs, **kw))
+
+
+def capacity_figure(layouts: Iterable[tuple[str, Mapping]], **kw: Any) -> go.Figure:
+    """``capacity_spec`` as a Figure."""
+    return as_figure(capacity_spec(layouts, **kw))
+
+
+def capacity_figure_json(layouts: Iterable[tuple[str, Mapping]], **kw: Any) -> str:
+    return to_json(capacity_spec(layouts, **kw))

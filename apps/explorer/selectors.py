@@ -29,21 +29,45 @@ def previous_snapshot(snapshot: Snapshot) -> Snapshot | None:
             .order_by("-collected_at", "-id").first())
 
 
-def latest_snapshots_everywhere(limit: int = 2000) -> list[Snapshot]:
-    """The newest snapshot of every host of every cluster (pickers of the path and capacity pages)."""
-    from django.db.models import OuterRef, Subquery
+def cluster_reported_last() -> str | None:
+    """The name of the cluster whose newest snapshot is the newest of all."""
+    return (latest_of_each_host().order_by("-collected_at", "-id")
+            .values_list("host__cluster__name", flat=True).first())
 
-    newest = Snapshot.objects.filter(host=OuterRef("pk")).order_by("-collected_at", "-id").values("id")[:1]
-    ids = Host.objects.annotate(latest=Subquery(newest)).exclude(latest__isnull=True).values_list("latest", flat=True)
-    return list(Snapshot.objects.filter(pk__in=list(ids)[:limit]).select_related("host", "host__cluster")
-                .defer("document").order_by("host__cluster__name", "host__hostname"))
+
+def latest_layouts_of(cluster_name: str | None) -> list[tuple[int, str]]:
+    """(snapshot id, fingerprint) of the newest snapshot of each host of the cluster, by id."""
+    return list(latest_of_each_host().filter(host__cluster__name=cluster_name).order_by("id")
+                .values_list("pk", "fingerprint"))
+
+
+def latest_of_each_host() -> QuerySet[Snapshot]:
+    """The newest snapshot of each host (by collected_at, then id), as one window query."""
+    from django.db.models import F, Window
+    from django.db.models.functions import RowNumber
+
+    return Snapshot.objects.annotate(newest_rank=Window(
+        RowNumber(), partition_by=[F("host_id")], order_by=[F("collected_at").desc(), F("id").desc()])
+    ).filter(newest_rank=1)
+
+
+def latest_snapshot_rows(limit: int = 20000) -> list[dict]:
+    """The newest snapshot of every host of every cluster as small dicts, clusters then hosts by name:
+    ``{"id", "cluster", "hostname", "gpu_count"}``.
+
+    One query on summary columns only (no document is read), so the path and capacity pickers cost
+    the same whatever the size of the fleet's documents."""
+    rows = (latest_of_each_host().order_by("host__cluster__name", "host__hostname")
+            .values_list("pk", "host__cluster__name", "host__hostname", "gpu_count"))
+    return [{"id": pk, "cluster": cl, "hostname": hn, "gpu_count": n} for pk, cl, hn, n in rows[:limit]]
 
 
 def gpu_names(snapshot_ids: list[int]) -> dict[int, list[str]]:
-    """Snapshot id -> its GPU names, read from the documents (for the path pickers)."""
+    """Snapshot id -> its GPU names, read from the documents' ``gpus`` (for the path pickers: only
+    the hosts on show, never the whole fleet)."""
     out: dict[int, list[str]] = {}
-    for pk, doc in Snapshot.objects.filter(pk__in=snapshot_ids).values_list("pk", "document"):
-        out[pk] = [g.get("name") for g in (doc or {}).get("gpus") or []]
+    for pk, gpus in Snapshot.objects.filter(pk__in=snapshot_ids).values_list("pk", "document__gpus"):
+        out[pk] = [g.get("name") for g in gpus or [] if isinstance(g, dict)]
     return out
 
 

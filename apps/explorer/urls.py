@@ -12,6 +12,7 @@ urlpatterns = [
     path("paste/detect/", views.paste_detect, name="paste-detect"),
     path("capacity/", views.capacity, name="capacity"),
     path("path/", views.path, name="path"),
+    path("path/gpus/<int:snapshot_id>/", views.path_gpus, name="path-gpus"),
     path("path/share/", views.share_create, name="share-create"),
     path("shared/", views.share_list, name="share-list"),
     path("s/<str:token>/", views.share_view, name="share-view"),

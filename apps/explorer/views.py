@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
@@ -106,9 +107,9 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     previous = ex.previous_snapshot(snap)
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous,
-        "fig_host": figures.host_figure(doc).to_json(),
-        "fig_gpu": figures.gpu_matrix_figure(doc).to_json(),
-        "fig_nic": figures.nic_matrix_figure(doc).to_json(),
+        "fig_host": figures.host_figure_json(doc),
+        "fig_gpu": figures.gpu_matrix_figure_json(doc),
+        "fig_nic": figures.nic_matrix_figure_json(doc),
         "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
         "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: figures._natural(e["gpu"])),
         "gpu_model": labels.gpu_model(doc.get("summary"), snap.gpu_model),
@@ -121,10 +122,9 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
 
 
 def _pickers() -> tuple[list[dict], dict]:
-    snaps = ex.latest_snapshots_everywhere()
-    names = ex.gpu_names([s.pk for s in snaps])
-    options = [{"id": s.pk, "label": f"{s.host.cluster.name}/{s.host.hostname}", "gpus": names.get(s.pk, [])}
-               for s in snaps]
+    """Every host's newest snapshot as ``{"id", "label", "gpu_count", ...}``, read from summary
+    columns only: GPU names are sent for the hosts on show and fetched for others on demand."""
+    options = [{**r, "label": f"{r['cluster']}/{r['hostname']}"} for r in ex.latest_snapshot_rows()]
     return options, {o["id"]: o for o in options}
 
 
@@ -147,13 +147,14 @@ def _path_context(src_ref: str, dst_ref: str) -> dict:
     snap_b, gpu_b = ingest.resolve_gpu_ref(dst_ref)
     doc_a = snap_a.document
     doc_b = doc_a if snap_b.pk == snap_a.pk else snap_b.document
-    result = ingest.path_between_refs(f"{snap_a.pk}/{gpu_a}", f"{snap_b.pk}/{gpu_b}")
+    # what ingest.path_between_refs answers, on the documents already read
+    result = {**path_between(doc_a, gpu_a, doc_b, gpu_b), "src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk}
     hops = result.get("hops") or []
     bn = result.get("bottleneck")
     return {"assumed_any": any(h.get("assumed") for h in hops),
             "bottleneck_assumed": isinstance(bn, int) and 0 <= bn < len(hops) and bool(hops[bn].get("assumed")),
             "src": _endpoint(snap_a, gpu_a), "dst": _endpoint(snap_b, gpu_b), "result": result, "hops": hops,
-            "fig_path": figures.path_figure(result, [doc_a, doc_b]).to_json(),
+            "fig_path": figures.path_figure_json(result, [doc_a, doc_b]),
             "gdr_src": _gdr_words(doc_a, gpu_a), "gdr_dst": _gdr_words(doc_b, gpu_b),
             "doc_a": doc_a, "doc_b": doc_b}
 
@@ -179,20 +180,39 @@ def path(request: HttpRequest) -> HttpResponse:
     if want_right and want_right in by_id:
         right = ex.snapshot_with_host(want_right)
     if left is not None and right is None:
-        other = next((o for o in options if o["id"] != left.pk and o["gpus"]), None)
+        other = next((o for o in options if o["id"] != left.pk and o["gpu_count"]), None)
         right = ex.snapshot_with_host(other["id"]) if other else left
-    if left is not None:
-        ctx["fig_left"] = figures.host_figure(
-            ingest.get_snapshot_doc(left.pk), height=440, legend=False,
-            title=f"{figures.esc(left.host.hostname)}: click a GPU to set the source").to_json()
-        ctx["left"] = left
-    if right is not None:
-        ctx["fig_right"] = figures.host_figure(
-            ingest.get_snapshot_doc(right.pk), height=440, legend=False,
-            title=f"{figures.esc(right.host.hostname)}: click a GPU to set the destination").to_json()
-        ctx["right"] = right
-    ctx["pickers"] = {"options": options}
+    docs = {}  # documents already read for the path panel are not read again
+    if ctx.get("result"):
+        docs = {left.pk: ctx["doc_a"], right.pk: ctx["doc_b"]}
+    for side, snap in (("left", left), ("right", right)):
+        if snap is None:
+            continue
+        if snap.pk not in docs:
+            docs[snap.pk] = ingest.get_snapshot_doc(snap.pk)
+        verb = "source" if side == "left" else "destination"
+        ctx[f"fig_{side}"] = figures.host_figure_json(
+            docs[snap.pk], height=440, legend=False,
+            title=f"{figures.esc(snap.host.hostname)}: click a GPU to set the {verb}")
+        ctx[side] = snap
+    # the host selectors list every host (id, label, GPU count); GPU names only for the hosts on
+    # show (path.js fetches another host's names when it is picked)
+    gpus = {pk: [g.get("name") for g in d.get("gpus") or []] for pk, d in docs.items()}
+    shown = [ctx[k]["snapshot"].pk for k in ("src", "dst") if ctx.get(k)]
+    gpus.update(ex.gpu_names([pk for pk in shown if pk not in gpus]))
+    ctx["pickers"] = {"options": [[o["id"], o["label"], o["gpu_count"]] for o in options],
+                      "gpus": {str(pk): names for pk, names in gpus.items()}}
     return render(request, "explorer/path.html", ctx)
+
+
+@login_required
+@require_GET
+def path_gpus(request: HttpRequest, snapshot_id: int) -> JsonResponse:
+    """``{"gpus": ["GPU0", ...]}`` of one snapshot, for the path selectors."""
+    names = ex.gpu_names([snapshot_id])
+    if snapshot_id not in names:
+        return JsonResponse({"error": f"no snapshot {snapshot_id}"}, status=404)
+    return JsonResponse({"gpus": names[snapshot_id]})
 
 
 @login_required
@@ -258,10 +278,10 @@ def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     diff = compare_docs(doc_a, doc_b)
     ctx.update({
         "diff": diff, "doc_a": doc_a, "doc_b": doc_b,
-        "fig_a": figures.host_figure(doc_a, highlight=diff["highlight_a"], height=460,
-                                     title=f"Before: snapshot {a.pk}").to_json(),
-        "fig_b": figures.host_figure(doc_b, highlight=diff["highlight_b"], height=460,
-                                     title=f"After: snapshot {b.pk}").to_json(),
+        "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460,
+                                          title=f"Before: snapshot {a.pk}"),
+        "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460,
+                                          title=f"After: snapshot {b.pk}"),
     })
     return render(request, "explorer/compare.html", ctx)
 
@@ -395,23 +415,18 @@ def paste_detect(request: HttpRequest) -> JsonResponse:
 
 def _capacity_default(options: list[dict], cluster_name: str | None) -> list[int]:
     """Two layouts worth comparing: of the cluster asked for (else the one that reported last),
-    the two distinct layouts with the highest 1-node busbw."""
-    snaps = ex.latest_snapshots_everywhere()
-    if not snaps:
+    the two distinct layouts with the highest 1-node busbw. Each layout (fingerprint) is read from
+    one of its hosts, so the cost does not grow with the cluster."""
+    if not options:
         return []
-    if not cluster_name or not any(s.host.cluster.name == cluster_name for s in snaps):
-        cluster_name = max(snaps, key=lambda s: s.collected_at).host.cluster.name
-    mine = [s for s in snaps if s.host.cluster.name == cluster_name]
-    first = ex.one_node_busbw([s.pk for s in mine])
-    best: dict[str, tuple[float, int]] = {}
-    for s in mine:
-        v = first.get(s.pk)
-        if v is None:
-            continue
-        key = s.fingerprint or f"snapshot-{s.pk}"
-        if key not in best or v > best[key][0]:
-            best[key] = (v, s.pk)
-    return [pk for _, pk in sorted(best.values(), key=lambda t: (-t[0], t[1]))[:2]]
+    if not cluster_name or not any(o["cluster"] == cluster_name for o in options):
+        cluster_name = ex.cluster_reported_last()
+    reps: dict[str, int] = {}
+    for pk, fp in ex.latest_layouts_of(cluster_name):
+        reps.setdefault(fp or f"snapshot-{pk}", pk)
+    first = ex.one_node_busbw(list(reps.values()))
+    best = [(v, pk) for pk in reps.values() if (v := first.get(pk)) is not None]
+    return [pk for _, pk in sorted(best, key=lambda t: (-t[0], t[1]))[:2]]
 
 
 @login_required
@@ -443,7 +458,7 @@ def capacity(request: HttpRequest) -> HttpResponse:
         chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc, "nic_rates": labels.nic_rates(snap.nic_models),
                        "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x GPU, "
                                f"model {model})"})
-    fig = figures.capacity_figure([(c["name"], c["doc"]) for c in chosen]).to_json() if chosen else None
+    fig = figures.capacity_figure_json([(c["name"], c["doc"]) for c in chosen]) if chosen else None
     selected = {c["key"]: c["snap"].pk for c in chosen}
     if any(c["snap"].pk not in by_id for c in chosen):  # an older snapshot: offer it in the selectors too
         for c in chosen:

@@ -1,16 +1,48 @@
 // Path page: pick GPUs from the selectors or by clicking GPU markers; the URL holds the whole view.
+// The server sends every host as [snapshot id, "cluster/host", GPU count] and the GPU names of the
+// hosts on show only; another host's GPU names are fetched when it is picked.
 import { ready, clickedGpu } from "./plots.js";
 
 const data = JSON.parse(document.getElementById("path-pickers").textContent);
-const byId = new Map(data.options.map((o) => [String(o.id), o]));
+const gpuNames = new Map(Object.entries(data.gpus || {}));
 const form = document.getElementById("path-form");
 const srcRef = document.getElementById("src-ref");
 const dstRef = document.getElementById("dst-ref");
 
-function fillGpus(hostSel, gpuSel, ref) {
-  const opt = byId.get(hostSel.value);
+function fillHosts(hostSel) {
+  // the server rendered the host of the view (selected); add every host around it, in order
+  const current = hostSel.value;
+  const frag = document.createDocumentFragment();
+  let seen = false;
+  for (const [id, label, count] of data.options) {
+    const o = document.createElement("option");
+    o.value = String(id);
+    o.textContent = label;  // host names are data: never innerHTML
+    if (!count) o.textContent += " (no GPU)";
+    if (String(id) === current) { o.selected = true; seen = true; }
+    frag.append(o);
+  }
+  // an older snapshot of the address is not among the newest ones: keep the server's option first
+  const keep = current && !seen ? [...hostSel.options] : [];
+  hostSel.replaceChildren(...keep, frag);
+  if (current) hostSel.value = current;
+}
+
+async function namesOf(id) {
+  if (!id) return [];
+  if (!gpuNames.has(id)) {
+    const resp = await fetch(`/path/gpus/${encodeURIComponent(id)}/`, { headers: { Accept: "application/json" } });
+    gpuNames.set(id, resp.ok ? (await resp.json()).gpus : []);
+  }
+  return gpuNames.get(id);
+}
+
+async function fillGpus(hostSel, gpuSel, ref) {
+  const id = hostSel.value;
+  const names = await namesOf(id);
+  if (hostSel.value !== id) return;  // another host was picked meanwhile
   gpuSel.replaceChildren();
-  for (const g of (opt ? opt.gpus : [])) {
+  for (const g of names) {
     const o = document.createElement("option");
     o.value = g;
     o.textContent = g;  // device names are data: never innerHTML
@@ -35,19 +67,21 @@ function go(src, dst, dstHost) {
 }
 
 const pairs = [["src-host", "src-gpu", srcRef], ["dst-host", "dst-gpu", dstRef]];
+const filled = [];
 for (const [h, g, ref] of pairs) {
   const hostSel = document.getElementById(h);
   const gpuSel = document.getElementById(g);
   if (!hostSel) continue;
+  fillHosts(hostSel);
   // a reference by host name ("cluster/host/GPU3") selects nothing here; keep it as typed
   const isIdRef = /^\d+\//.test(ref.value);
-  fillGpus(hostSel, gpuSel, ref);
-  if (!ref.value || isIdRef) sync(hostSel, gpuSel, ref);
-  hostSel.addEventListener("change", () => { fillGpus(hostSel, gpuSel, ref); sync(hostSel, gpuSel, ref); });
+  filled.push(fillGpus(hostSel, gpuSel, ref).then(() => { if (!ref.value || isIdRef) sync(hostSel, gpuSel, ref); }));
+  hostSel.addEventListener("change", async () => { await fillGpus(hostSel, gpuSel, ref); sync(hostSel, gpuSel, ref); });
   gpuSel.addEventListener("change", () => sync(hostSel, gpuSel, ref));
 }
-form.addEventListener("submit", (ev) => {
+form.addEventListener("submit", async (ev) => {
   ev.preventDefault();
+  await Promise.all(filled);
   go(srcRef.value, dstRef.value);
 });
 
