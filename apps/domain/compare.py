@@ -37,18 +37,28 @@ address when they have one, else by graph id. All bandwidths are GB/s per direct
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
+from functools import lru_cache
 from typing import Any, Mapping
 
 from apps.domain.cluster import path_between
 
-__all__ = ["compare_docs", "short_summary", "doc_edges", "upstream_links", "describe_link"]
+__all__ = ["compare_docs", "compare_summary", "short_summary", "doc_edges", "upstream_links", "describe_link"]
 
 _DEVICE_KINDS = ("gpu", "nic", "nvswitch", "nvme", "switch", "root_complex", "root_port", "cpu", "other")
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=65536)
+def _natural_key(name: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
+
+
 def _natural(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
+    """Sort key: ``mlx5_10`` after ``mlx5_9`` (device names repeat across documents: cached)."""
+    return _natural_key(str(name))
 
 
 def _fmt(v: float | None) -> str:
@@ -129,10 +139,19 @@ def _nic_words(n: Mapping) -> str:
     return f"{state}, {rate}"
 
 
-def _siblings(nodes: Mapping[str, dict], node: Mapping) -> tuple:
-    """The other GPUs and NICs directly under the same parent (what "where it sits" means to a user)."""
-    return tuple(sorted((n["id"] for n in nodes.values() if n.get("parent") == node.get("parent")
-                         and n["id"] != node["id"] and n["kind"] in ("gpu", "nic")), key=_natural))
+def _device_children(nodes: Mapping[str, dict]) -> dict:
+    """Parent id -> the GPUs and NICs directly under it."""
+    out: dict = defaultdict(list)
+    for n in nodes.values():
+        if n["kind"] in ("gpu", "nic"):
+            out[n.get("parent")].append(n["id"])
+    return out
+
+
+def _siblings(children: Mapping, node: Mapping) -> tuple:
+    """The other GPUs and NICs directly under the same parent (what "where it sits" means to a user);
+    ``children`` from ``_device_children``."""
+    return tuple(sorted((i for i in children.get(node.get("parent"), ()) if i != node["id"]), key=_natural))
 
 
 def _where(parent: Mapping | None, siblings: tuple) -> str:
@@ -152,6 +171,7 @@ def _devices(doc_a: Mapping, doc_b: Mapping) -> tuple[list[dict], dict[str, str]
     ids_b = {n["id"]: k for k, n in nb.items()}
     parent_a = {k: ids_a.get(n.get("parent")) for k, n in na.items()}
     parent_b = {k: ids_b.get(n.get("parent")) for k, n in nb.items()}
+    kids_a, kids_b = _device_children(na), _device_children(nb)
     out: list[dict] = []
     hl_a: dict[str, str] = {}
     hl_b: dict[str, str] = {}
@@ -171,7 +191,7 @@ def _devices(doc_a: Mapping, doc_b: Mapping) -> tuple[list[dict], dict[str, str]
             continue
         changes = []
         if node["kind"] in ("gpu", "nic"):
-            sa, sb = _siblings(na, a), _siblings(nb, b)
+            sa, sb = _siblings(kids_a, a), _siblings(kids_b, b)
             pa, pb = na.get(parent_a.get(k) or ""), nb.get(parent_b.get(k) or "")
             kind_a, kind_b = (pa or {}).get("kind"), (pb or {}).get("kind")
             if sa != sb or kind_a != kind_b:
@@ -418,6 +438,30 @@ def short_summary(diff: Mapping[str, Any], limit: int = 5) -> list[str]:
     return lines[:limit] + [f"and {len(lines) - limit} more"]
 
 
+def _summary_parts(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
+    """What the summary sentences are made of (devices, links, GPU -> NIC picks, findings)."""
+    devices, hl_a, hl_b = _devices(doc_a, doc_b)
+    links = _links(doc_a, doc_b, hl_a, hl_b)
+    gpu_nic = _gpu_nic(doc_a, doc_b)
+    findings = _findings(doc_a, doc_b)
+    nics_a = sorted((n["name"] for n in doc_a.get("nics", [])), key=_natural)
+    nics_b = sorted((n["name"] for n in doc_b.get("nics", [])), key=_natural)
+    pick_a = [e["nic"] for e in sorted(doc_a.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
+    pick_b = [e["nic"] for e in sorted(doc_b.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
+    nic_order = nics_a == nics_b and sorted(pick_a) == sorted(pick_b) and pick_a != pick_b
+
+    summary = [text for _, text in sorted(_ranked_summary(devices, links, gpu_nic, findings, nic_order,
+                                                            (len(nics_a), len(nics_b)),
+                                                            (len(doc_a.get("gpus", [])), len(doc_b.get("gpus", [])))),
+                                          key=lambda rt: rt[0])]
+    return {"devices": devices, "links": links, "gpu_nic": gpu_nic, "findings": findings, "nic_order": nic_order,
+            "summary": summary, "highlight_a": hl_a, "highlight_b": hl_b}
+
+
+def _fallback_line(pairs: list, matrix: list) -> str:
+    return f"{len(pairs)} GPU pair(s) and {len(matrix)} GPU x NIC cell(s) changed"
+
+
 def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     """What differs from ``doc_a`` (before / reference) to ``doc_b`` (after / this host).
 
@@ -431,26 +475,30 @@ def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     dict
         See the module docstring.
     """
-    devices, hl_a, hl_b = _devices(doc_a, doc_b)
-    links = _links(doc_a, doc_b, hl_a, hl_b)
+    parts = _summary_parts(doc_a, doc_b)
     pairs = _gpu_pairs(doc_a, doc_b)
-    gpu_nic = _gpu_nic(doc_a, doc_b)
     matrix = _matrix(doc_a, doc_b)
     remote = _remote_changes(doc_a, doc_b)
-    findings = _findings(doc_a, doc_b)
-    nics_a = sorted((n["name"] for n in doc_a.get("nics", [])), key=_natural)
-    nics_b = sorted((n["name"] for n in doc_b.get("nics", [])), key=_natural)
-    pick_a = [e["nic"] for e in sorted(doc_a.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
-    pick_b = [e["nic"] for e in sorted(doc_b.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
-    nic_order = nics_a == nics_b and sorted(pick_a) == sorted(pick_b) and pick_a != pick_b
-
-    summary = [text for _, text in sorted(_ranked_summary(devices, links, gpu_nic, findings, nic_order,
-                                                            (len(nics_a), len(nics_b)),
-                                                            (len(doc_a.get("gpus", [])), len(doc_b.get("gpus", [])))),
-                                          key=lambda rt: rt[0])]
+    devices, links, gpu_nic, findings = parts["devices"], parts["links"], parts["gpu_nic"], parts["findings"]
+    summary = parts["summary"]
     changed = bool(devices or links or pairs or gpu_nic or matrix or remote or findings["fixed"] or findings["new"])
     if changed and not summary:
-        summary.append(f"{len(pairs)} GPU pair(s) and {len(matrix)} GPU x NIC cell(s) changed")
+        summary.append(_fallback_line(pairs, matrix))
     return {"changed": changed, "summary": summary, "devices": devices, "links": links, "gpu_pairs": pairs,
-            "matrix": matrix, "gpu_nic": gpu_nic, "remote": remote, "findings": findings, "nic_order": nic_order,
-            "highlight_a": hl_a, "highlight_b": hl_b}
+            "matrix": matrix, "gpu_nic": gpu_nic, "remote": remote, "findings": findings,
+            "nic_order": parts["nic_order"], "highlight_a": parts["highlight_a"], "highlight_b": parts["highlight_b"]}
+
+
+def compare_summary(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> list[str]:
+    """``compare_docs(doc_a, doc_b)["summary"]``, computing only what the sentences need: GPU pairs,
+    matrix cells and remote paths (a path query per GPU on each side) are looked at only when
+    nothing else differs. For lists of many hosts (the cluster page's odd ones out)."""
+    parts = _summary_parts(doc_a, doc_b)
+    if parts["summary"]:
+        return parts["summary"]
+    pairs = _gpu_pairs(doc_a, doc_b)
+    matrix = _matrix(doc_a, doc_b)
+    findings = parts["findings"]
+    changed = bool(parts["devices"] or parts["links"] or pairs or parts["gpu_nic"] or matrix
+                   or findings["fixed"] or findings["new"]) or bool(_remote_changes(doc_a, doc_b))
+    return [_fallback_line(pairs, matrix)] if changed else []

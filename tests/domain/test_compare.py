@@ -129,3 +129,20 @@ def test_the_same_finding_on_several_devices_is_one_summary_line(base):
     f01 = [line for line in r["summary"] if line.startswith("new: F01")]
     n_new = sum(1 for f in r["findings"]["new"] if f["rule"] == "F01")
     assert len(f01) == 1 and (n_new == 1 or f01[0].endswith(f"(x{n_new})"))
+
+
+def test_compare_summary_says_what_compare_docs_says(base):
+    """The cluster page's fast path: the same sentences, on pairs of real captures (and a synthetic
+    port Down), in both directions, including two documents that differ in nothing."""
+    from apps.domain.compare import compare_summary
+
+    others = [analyze_host({"nvidia_smi_topo": TOPO, "ibstat": port_down(IBSTAT, "mlx5_3")}, "n2").to_dict(),
+              analyze_host({"nvidia_smi_topo": TOPO}, "n3").to_dict()]
+    for name in ("dgx_a100_ash6_mlx5_0-11_headers_nps4.txt", "hpc_blog_k80_4gpu_mlx4_soc_cpuset.txt",
+                 "paddle_8xp40_pcie_switches_soc.txt"):
+        others.append(analyze_host({"nvidia_smi_topo": (FIX / "nvidia_smi_topo" / name).read_text()}, "n4").to_dict())
+    for other in others + [base]:
+        for a, b in ((base, other), (other, base)):
+            assert compare_summary(a, b) == compare_docs(a, b)["summary"]
+    assert compare_summary(base, others[0])  # a port Down is named
+    assert compare_summary(base, base) == []
