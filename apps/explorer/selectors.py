@@ -114,3 +114,32 @@ def one_node_busbw(snapshot_ids: list[int]) -> dict[int, float | None]:
         one = [p.get("busbw_gbs") for p in points or [] if isinstance(p, dict) and p.get("nodes") == 1]
         out[pk] = one[0] if one and isinstance(one[0], (int, float)) else None
     return out
+
+
+CLUSTER_ROW_FIELDS = ("id", "host_id", "host__id", "host__hostname", "collected_at", "built_at", "fingerprint",
+                      "crit_count", "high_count", "med_count", "low_count", "info_count", "gpu_count", "gpu_model",
+                      "nic_count", "active_nic_count", "nic_models")
+
+
+def cluster_snapshots(cluster) -> list[Snapshot]:
+    """The newest snapshot of each host of ``cluster``, hosts by name, summary columns only (one query)."""
+    return list(latest_of_each_host().filter(host__cluster=cluster).select_related("host")
+                .only(*CLUSTER_ROW_FIELDS).order_by("host__hostname"))
+
+
+def snapshot_docs(snapshot_ids: list[int]) -> dict[int, dict]:
+    """Snapshot id -> document, in one query."""
+    return dict(Snapshot.objects.filter(pk__in=snapshot_ids).values_list("pk", "document"))
+
+
+def layout_facts(snapshots) -> dict[int, dict]:
+    """``snapshot_facts`` of every row, read from one snapshot per layout (``fingerprint``): the
+    facts a platform is named by (GPU count and model, NVLink kind and widths, sockets) are part of
+    what the fingerprint hashes, so hosts of one layout share them. Rows without a fingerprint
+    are read on their own."""
+    rep: dict[str, int] = {}
+    of: dict[int, int] = {}
+    for s in snapshots:
+        of[s.pk] = rep.setdefault(s.fingerprint, s.pk) if s.fingerprint else s.pk
+    facts = snapshot_facts(sorted(set(of.values())))
+    return {pk: facts.get(r, {}) for pk, r in of.items()}

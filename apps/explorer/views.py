@@ -21,7 +21,7 @@ from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
-from apps.explorer import figures, fleet, labels
+from apps.explorer import figures, fleet, labels, tables
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import split_paste
@@ -61,9 +61,9 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
         c = ingest.get_cluster(cluster)
     except Cluster.DoesNotExist:
         raise Http404(f"no cluster {cluster!r}") from None
-    snaps = ingest.latest_snapshots(c)
-    facts = ex.snapshot_facts([s.pk for s in snaps])
-    view = fleet.group_hosts(snaps, ingest.get_snapshot_doc, facts)
+    snaps = ex.cluster_snapshots(c)
+    facts = ex.layout_facts(snaps)
+    view = fleet.group_hosts(snaps, ex.snapshot_docs, facts)
     group_of = {}
     for i, g in enumerate(view.groups):
         for s in g.snapshots:
@@ -81,7 +81,7 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
                      "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count})
     hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
     return render(request, "explorer/cluster.html", {
-        "cluster": c, "rows": rows, "groups": view.groups, "odd_count": len(view.odd),
+        "cluster": c, "rows": rows, "host_rows": tables.host_rows_html(rows, c.name), "groups": view.groups, "odd_count": len(view.odd),
         "totals": fleet.severity_totals(snaps), "severities": SEVERITIES, "hosts_without": hosts_without,
         "base_url": request.build_absolute_uri("/").rstrip("/"),
     })
