@@ -272,7 +272,7 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
                            "by PCIe alone: " + p["reason"])
     choice = paths.nic_choice(G)
     gpu_nic = paths.gpu_nic_choice(G, choice)
-    compute = _compute_nics(G)
+    compute = _compute_nics(G, choice)
     rails = {n: i for i, n in enumerate(sorted(compute, key=paths._natural))}
     chosen = {e["gpu"]: e["nic"] for e in gpu_nic}
     doc: dict[str, Any] = {
@@ -426,14 +426,17 @@ def _jsonable(value: Any) -> Any:
     return to_jsonable(value) if not isinstance(value, (str, int, float, bool)) else value
 
 
-def _compute_nics(G: nx.Graph) -> set[str]:
+def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[str]:
     """NIC ports that carry GPU traffic: a NIC's own ``compute`` attr when the graph has one,
     else the NICs NCCL would give some GPU if every port were up (so a Down compute port still
     counts as compute and a storage NIC far from every GPU does not)."""
     explicit = {n for n in paths.nic_names(G) if G.nodes[n].get("compute") is True}
     if explicit:
         return explicit
-    every = paths.nic_choice(G, include_inactive=True)
+    if choice is not None and paths._candidates(G, True) == paths._candidates(G, False):
+        every = choice  # every port is up: the same candidates give the same choice
+    else:
+        every = paths.nic_choice(G, include_inactive=True)
     return {rec["nic"] for rec in every.values()}
 
 
