@@ -1,6 +1,7 @@
 """Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
 
     python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--spread 20] [--full]
+                           [--workers 1,2] [--web-workers 3] [--web-threads 4]
     python -m bench ingest          (same figures, default sizes)
 
 Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest,
@@ -10,14 +11,13 @@ with 50 concurrent agents the API accept latency p95 < 50 ms and no upload is lo
 
 1. Throughput: N distinct 8-GPU host reports (nvidia-smi topo -m of an 8x H100 NV18 12-NIC node +
    its 12-CA ibstat; ``--full`` adds a 927 KB lspci -vvv of an HGX H100) are stored, then handed
-   to ONE ``celery worker -P solo`` process; the clock runs from the first enqueue to the last
-   snapshot.
-2. Latency: Django's WSGI application in a threaded stdlib server (``--serve PORT``: wsgiref +
-   ThreadingMixIn, listen backlog 256; runserver's backlog of 10 resets connections under 50
-   agents, and no production WSGI server is a dependency) on the same database, with the Redis
-   broker and a worker; 50 threads each POST ``--per-agent`` distinct reports, retrying connection
-   errors as the agent does; every agent-perceived accept latency is kept; afterwards every
-   upload must be stored and reach ``done``.
+   to K ``celery worker -P solo`` processes (``--workers``: 1, then 2); the clock runs from the
+   first enqueue to the last snapshot.
+2. Latency: the API served as in production, by gunicorn (``gthread``: ``--web-workers``
+   processes x ``--web-threads`` threads, backlog 2048; see docs/ingestion.md), on the same
+   database, with the Redis broker and one worker; 50 threads each POST ``--per-agent`` distinct
+   reports, retrying connection errors as the agent does; every agent-perceived accept latency is
+   kept; afterwards every upload must be stored and reach ``done``.
 """
 
 from __future__ import annotations
@@ -100,37 +100,41 @@ def _fresh_cluster(name: str):
     return cluster, services.issue_token(cluster=cluster)[1]
 
 
-def bench_throughput(n: int, full: bool) -> dict:
+def bench_throughput(n: int, full: bool, workers: int = 1) -> dict:
     from apps.ingest import services, tasks
     from apps.ingest.models import Upload
 
-    cluster, _ = _fresh_cluster("bench-throughput")
+    cluster, _ = _fresh_cluster(f"bench-throughput-{workers}w")
     real_enqueue = services.enqueue_upload
     services.enqueue_upload = lambda upload_id: True  # store only; the worker gets them below
     try:
-        ids = [services.submit_report(cluster=cluster, report=_report(i, full), via="import")[0].pk
-               for i in range(n + 1)]
+        ids = [services.submit_report(cluster=cluster, report=_report(workers * 100_000 + i, full),
+                                      via="import")[0].pk for i in range(n + workers)]
     finally:
         services.enqueue_upload = real_enqueue
-    worker = _start_worker()
+    procs = [_start_worker() for _ in range(workers)]
+    warm, ids = ids[:workers], ids[workers:]
     try:
-        tasks.process_upload_task.delay(ids[0])  # warm-up: imports, first connection
-        if not _wait(lambda: Upload.objects.filter(pk=ids[0], status="done").exists(), 120):
-            raise RuntimeError("worker did not process the warm-up upload")
-        started = time.perf_counter()
-        for upload_id in ids[1:]:
+        for upload_id in warm:  # warm-up: imports, first connection (each worker takes one)
             tasks.process_upload_task.delay(upload_id)
-        finished = _wait(lambda: Upload.objects.filter(pk__in=ids[1:], status__in=["done", "failed"]).count() == n,
+        if not _wait(lambda: Upload.objects.filter(pk__in=warm, status="done").count() == workers, 120):
+            raise RuntimeError("workers did not process the warm-up uploads")
+        started = time.perf_counter()
+        for upload_id in ids:
+            tasks.process_upload_task.delay(upload_id)
+        finished = _wait(lambda: Upload.objects.filter(pk__in=ids, status__in=["done", "failed"]).count() == n,
                          600)
         elapsed = time.perf_counter() - started
     finally:
-        worker.terminate()
-        worker.wait(30)
-    done = Upload.objects.filter(pk__in=ids[1:], status="done").count()
+        for worker in procs:
+            worker.terminate()
+        for worker in procs:
+            worker.wait(30)
+    done = Upload.objects.filter(pk__in=ids, status="done").count()
     size = len(json.dumps(_report(0, full)))
-    return {"reports": n, "report_bytes": size, "all_finished": finished, "done": done,
-            "seconds": round(elapsed, 2), "reports_per_second_one_worker": round(n / elapsed, 1),
-            "target_reports_per_second": 50}
+    return {"reports": n, "workers": workers, "report_bytes": size, "all_finished": finished, "done": done,
+            "seconds": round(elapsed, 2), "reports_per_second": round(n / elapsed, 1),
+            "target_reports_per_second_one_worker": 50}
 
 
 def _free_port() -> int:
@@ -139,14 +143,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_latency(agents: int, per_agent: int, spread: float = 0.0) -> dict:
+def _start_server(port: int, web_workers: int, web_threads: int) -> subprocess.Popen:
+    """gunicorn as docs/ingestion.md runs it in production (gthread workers)."""
+    return subprocess.Popen([sys.executable, "-m", "gunicorn", "topoweb.wsgi:application", "--bind",
+                             f"127.0.0.1:{port}", "--workers", str(web_workers), "--worker-class", "gthread",
+                             "--threads", str(web_threads), "--backlog", "2048", "--log-level", "warning"],
+                            cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers: int = 3,
+                  web_threads: int = 4) -> dict:
     from apps.ingest.models import Upload
 
     cluster, token = _fresh_cluster(f"bench-latency-{int(spread)}s")
     port = _free_port()
-    server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(port)],
-                              cwd=ROOT, env=_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = _start_server(port, web_workers, web_threads)
     worker = _start_worker()
     url = f"http://127.0.0.1:{port}/api/v1/reports"
     bodies = [[json.dumps(_report(10_000 + a * per_agent + k, False)).encode() for k in range(per_agent)]
@@ -189,7 +200,9 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0) -> dict:
                 return False
 
         if not _wait(up, 60):
-            raise RuntimeError("runserver did not start")
+            raise RuntimeError("gunicorn did not start")
+        for _ in range(4 * web_workers * web_threads):  # every worker process imports Django first
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/agent.py", timeout=10).read()
         threads = [threading.Thread(target=agent, args=(a,)) for a in range(agents)]
         t0 = time.perf_counter()
         for t in threads:
@@ -208,7 +221,7 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0) -> dict:
         worker.wait(30)
     latencies.sort()
     p = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1) if latencies else None  # noqa
-    return {"agents": agents, "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
+    return {"agents": agents, "server": f"gunicorn gthread {web_workers}x{web_threads}", "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
             else "closed loop", "reports_sent": sent, "accepted_202": len(latencies),
             "retried_connection_errors": len(errors), "errors": sorted(set(errors))[:3],
             "stored": stored, "processed_done": done, "lost": sent - stored,
@@ -218,53 +231,25 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0) -> dict:
 
 
 def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False,
-        spread: float = 20.0) -> dict:
+        spread: float = 20.0, workers: tuple[int, ...] = (1, 2), web_workers: int = 3, web_threads: int = 4) -> dict:
     _setup()
     out = {}
     if reports:
-        out["throughput"] = bench_throughput(reports, full=False)
+        for k in workers:
+            out["throughput" if k == 1 else f"throughput_{k}_workers"] = bench_throughput(reports, False, k)
     if full:
         out["throughput_full_lspci_vvv"] = bench_throughput(max(20, reports // 10), full=True)
-    # Burst: every agent posts back to back at the same instant (worst case, queueing-bound).
-    out["latency_burst"] = bench_latency(agents, per_agent)
-    # Spread: each post waits a random 0..spread s first, as cron-started agents do.
-    if spread:
-        out["latency_spread"] = bench_latency(agents, per_agent, spread)
+    if agents:
+        # Burst: every agent posts back to back at the same instant (worst case, queueing-bound).
+        out["latency_burst"] = bench_latency(agents, per_agent, 0.0, web_workers, web_threads)
+        # Spread: each post waits a random 0..spread s first, as cron-started agents do.
+        if spread:
+            out["latency_spread"] = bench_latency(agents, per_agent, spread, web_workers, web_threads)
     return out
-
-
-def serve(port: int) -> None:
-    """A threaded WSGI server for the latency run (not for production: use gunicorn or uwsgi)."""
-    import socketserver
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
-
-    import django
-    from django.conf import settings
-    from django.core.wsgi import get_wsgi_application
-
-    django.setup()
-    # One thread per request: persistent connections would outlive their threads and exhaust
-    # PostgreSQL's max_connections (then the worker cannot connect); close each at request end.
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
-
-    class Server(socketserver.ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        request_queue_size = 256
-
-    class QuietHandler(WSGIRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = Server(("127.0.0.1", port), QuietHandler)
-    httpd.set_app(get_wsgi_application())
-    httpd.serve_forever()
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        serve(int(sys.argv[2]))
-        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reports", type=int, default=200)
     parser.add_argument("--agents", type=int, default=50)
@@ -272,5 +257,10 @@ if __name__ == "__main__":
     parser.add_argument("--full", action="store_true", help="also time reports carrying a 927 KB lspci -vvv")
     parser.add_argument("--spread", type=float, default=20.0,
                         help="second latency run: each post waits random 0..SPREAD s (0: skip)")
+    parser.add_argument("--workers", default="1,2", help="Celery worker counts for the throughput runs")
+    parser.add_argument("--web-workers", type=int, default=3, help="gunicorn worker processes")
+    parser.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
     args = parser.parse_args()
-    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full, args.spread), indent=2))
+    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full, args.spread,
+                         tuple(int(k) for k in args.workers.split(",") if k), args.web_workers, args.web_threads),
+                     indent=2))

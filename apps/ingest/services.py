@@ -330,18 +330,18 @@ def submit_report(
         return existing, False
 
     host_id = _touch_host(cluster.pk, env.hostname, now)
-    if host_id is None:
-        host_id = Host.objects.get_or_create(cluster=cluster, hostname=env.hostname,
-                                             defaults={"last_seen_at": now})[0].pk
+    if host_id is None:  # a new host: INSERT it (another request may just have done so)
+        try:
+            host_id = _insert(Host, cluster=cluster, hostname=env.hostname, last_seen_at=now).pk
+        except IntegrityError:
+            host_id = _touch_host(cluster.pk, env.hostname, now)
+            if host_id is None:
+                raise
     fields = dict(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
                   raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
                   agent_version=env.agent_version)
     try:
-        if transaction.get_connection().in_atomic_block:
-            with transaction.atomic():  # a savepoint, so a duplicate does not break the caller's transaction
-                upload = Upload.objects.create(**fields)
-        else:  # autocommit: the INSERT is its own transaction (no BEGIN/COMMIT round trips)
-            upload = Upload.objects.create(**fields)
+        upload = _insert(Upload, **fields)
         # Enqueue only after COMMIT, or the worker may not see the row yet (at once in autocommit).
         transaction.on_commit(lambda: enqueue_upload(upload.pk))
     except IntegrityError:
@@ -351,6 +351,16 @@ def submit_report(
             raise
         return existing, False
     return upload, True
+
+
+def _insert(model, **fields):
+    """``model.objects.create(**fields)``: in autocommit one INSERT, its own transaction (no
+    BEGIN/COMMIT round trips); inside a caller's transaction within a savepoint, so that an
+    IntegrityError (a duplicate raced in) does not break that transaction."""
+    if transaction.get_connection().in_atomic_block:
+        with transaction.atomic():
+            return model.objects.create(**fields)
+    return model.objects.create(**fields)
 
 
 def _touch_host(cluster_id: int, hostname: str, now: datetime) -> int | None:
@@ -487,10 +497,10 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
             return Upload.Status.FAILED
         fields = {"host_id": upload.host_id, "collected_at": upload.collected_at or upload.received_at,
                   **_snapshot_fields(outcome.document)}
-        # update, else insert: two statements where update_or_create takes a locking SELECT and a
-        # savepoint around the INSERT (the upload's claim already keeps other workers away)
-        if not Snapshot.objects.filter(upload_id=upload.pk).update(built_at=now, **fields):
-            Snapshot.objects.create(upload_id=upload.pk, **fields)
+        # One INSERT ... ON CONFLICT (upload_id) DO UPDATE: the document is serialised and sent
+        # once (update_or_create took a locking SELECT, a savepoint and the INSERT).
+        Snapshot.objects.bulk_create([Snapshot(upload_id=upload.pk, **fields)], update_conflicts=True,
+                                     unique_fields=["upload"], update_fields=["built_at", *fields])
         rows.update(status=Upload.Status.DONE, error=None, finished_at=now)
     return Upload.Status.DONE
 
