@@ -82,6 +82,15 @@ def _start_worker() -> subprocess.Popen:
                             cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _wait(predicate, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -120,11 +129,13 @@ def bench_throughput(n: int, full: bool, workers: int = 1) -> dict:
         if not _wait(lambda: Upload.objects.filter(pk__in=warm, status="done").count() == workers, 120):
             raise RuntimeError("workers did not process the warm-up uploads")
         started = time.perf_counter()
+        cpu0 = [_cpu_seconds(w.pid) for w in procs]
         for upload_id in ids:
             tasks.process_upload_task.delay(upload_id)
         finished = _wait(lambda: Upload.objects.filter(pk__in=ids, status__in=["done", "failed"]).count() == n,
                          600)
         elapsed = time.perf_counter() - started
+        cpu1 = [_cpu_seconds(w.pid) for w in procs]
     finally:
         for worker in procs:
             worker.terminate()
@@ -134,6 +145,11 @@ def bench_throughput(n: int, full: bool, workers: int = 1) -> dict:
     size = len(json.dumps(_report(0, full)))
     return {"reports": n, "workers": workers, "report_bytes": size, "all_finished": finished, "done": done,
             "seconds": round(elapsed, 2), "reports_per_second": round(n / elapsed, 1),
+            # CPU the worker processes used per report (the rest of the wall time is PostgreSQL,
+            # Redis and other processes sharing the cores)
+            "worker_cpu_ms_per_report": round(sum(b - a for a, b in zip(cpu0, cpu1)) / n * 1000, 1)
+            if None not in cpu0 + cpu1 else None,
+            "load_average_1min": round(os.getloadavg()[0], 2),
             "target_reports_per_second_one_worker": 50}
 
 

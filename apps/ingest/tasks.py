@@ -7,9 +7,9 @@ Run a worker with ``celery -A topoweb worker -l info`` and the periodic sweeper 
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import shared_task, signals
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from apps.ingest import services
 from topoweb.celery import app
@@ -42,3 +42,25 @@ def sweep_schedule() -> dict:
 
 # Registered at import: the worker and beat import this module through autodiscover_tasks().
 app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), SWEEP_SCHEDULE_NAME: sweep_schedule()}
+
+
+# Celery's Django fixup closes every database connection before and after each task unless
+# CELERY_DB_REUSE_MAX is set: one PostgreSQL reconnect (TCP, authentication, session set-up) per
+# report, which cost a worker more than storing the snapshot. Connections are instead recycled
+# the way Django recycles them per request: after CONN_MAX_AGE, or at once after an error.
+DB_REUSE_MAX = 1_000_000
+
+
+def _reuse_db_connections() -> None:
+    for fixup in getattr(app, "_fixups", None) or ():
+        worker_fixup = getattr(fixup, "worker_fixup", None)  # celery.fixups.django.DjangoWorkerFixup
+        if worker_fixup is not None and not getattr(worker_fixup, "db_reuse_max", None):
+            worker_fixup.db_reuse_max = getattr(settings, "CELERY_DB_REUSE_MAX", None) or DB_REUSE_MAX
+
+
+@signals.task_prerun.connect
+def _recycle_db_connections(task=None, **kwargs) -> None:
+    if task is None or getattr(task.request, "is_eager", False):
+        return  # in-process: the caller's connection and transaction are not ours to close
+    _reuse_db_connections()
+    close_old_connections()
