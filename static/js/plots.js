@@ -1,19 +1,30 @@
 // Render every figure embedded by the server (<script type="application/json" data-figure="TARGET">) with Plotly.
+// The page paints first; then the figures are drawn one at a time in page order (the main drawing
+// first), yielding a frame between them so the page answers clicks and scrolls meanwhile. Each
+// drawing is timed as a performance measure "plot <id>".
 const CONFIG = { responsive: true, displaylogo: false, scrollZoom: true,
   modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"] };
 
 export const plots = new Map();
 
+const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+
+async function draw(script) {
+  const el = document.getElementById(script.dataset.figure);
+  if (!el) return;
+  const start = performance.now();
+  const fig = JSON.parse(script.textContent);
+  const gd = await Plotly.newPlot(el, fig.data, fig.layout, CONFIG);
+  plots.set(el.id, gd);
+  performance.measure(`plot ${el.id}`, { start, end: performance.now() });
+}
+
 async function renderAll() {
-  const scripts = document.querySelectorAll("script[type='application/json'][data-figure]");
-  const jobs = [];
+  const scripts = Array.from(document.querySelectorAll("script[type='application/json'][data-figure]"));
   for (const s of scripts) {
-    const el = document.getElementById(s.dataset.figure);
-    if (!el) continue;
-    const fig = JSON.parse(s.textContent);
-    jobs.push(Plotly.newPlot(el, fig.data, fig.layout, CONFIG).then((gd) => plots.set(el.id, gd)));
+    await nextFrame();
+    await draw(s);
   }
-  await Promise.all(jobs);
   document.body.dataset.plotsReady = "1";
   return plots;
 }
