@@ -97,6 +97,10 @@ def _ancestry(G: nx.Graph, n: str) -> list[str]:
 
 
 def _cpu_of(G: nx.Graph, n: str) -> str | None:
+    return _memoized(G, ("cpu_of", n), lambda: _top_cpu(G, n))
+
+
+def _top_cpu(G: nx.Graph, n: str) -> str | None:
     top = _ancestry(G, n)[-1]
     return top if G.nodes[top].get("kind") == "cpu" else None
 
@@ -105,6 +109,10 @@ def _socket_path(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
     """CPU nodes from ``c1`` to ``c2`` over inter-socket links (None when not connected)."""
     if c1 == c2:
         return [c1]
+    return _memoized(G, ("socket_path", c1, c2), lambda: _shortest_socket_path(G, c1, c2))
+
+
+def _shortest_socket_path(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
     sub = nx.subgraph_view(G, filter_edge=lambda u, v: G.edges[u, v].get("kind") == "inter_socket")
     try:
         return nx.shortest_path(sub, c1, c2)
@@ -120,6 +128,11 @@ def tree_route(G: nx.Graph, a: str, b: str) -> list[str] | None:
     """Nodes on the PCIe path from ``a`` to ``b`` (``hostgraph.pcie_path``): up to the lowest
     common ancestor and down, crossing the inter-socket link(s) when the two sit under different
     CPUs. None when ``a`` or ``b`` is outside the tree or the CPUs are not linked."""
+    found = _memoized(G, ("tree_route", a, b), lambda: _tree_route(G, a, b))
+    return list(found) if found is not None else None
+
+
+def _tree_route(G: nx.Graph, a: str, b: str) -> list[str] | None:
     if not (_in_tree(G, a) and _in_tree(G, b)):
         return None
     nodes = hostgraph.pcie_path(G, a, b)
@@ -193,6 +206,10 @@ def _gbs(d: Mapping) -> float | None:
 
 
 def _nvswitch_edges(G: nx.Graph, g: str) -> list[dict]:
+    return _memoized(G, ("nvsw_edges", g), lambda: _find_nvswitch_edges(G, g))
+
+
+def _find_nvswitch_edges(G: nx.Graph, g: str) -> list[dict]:
     return [
         G.edges[g, n]
         for n in G.neighbors(g)
