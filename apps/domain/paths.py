@@ -571,7 +571,12 @@ class _Cells:
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # answers without PXN types
 
     def local_nics(self, g: str, types: Mapping | None = None) -> list[str]:
-        """ncclTopoGetLocal(GPU g -> NET): lowest path type, then highest bandwidth."""
+        """ncclTopoGetLocal(GPU g -> NET): highest path bandwidth, then lowest path type.
+
+        NCCL keeps the candidates with the most bandwidth first and breaks ties by path type
+        (topo.cc ``ncclTopoGetLocal``: ``bw > maxBw || (bw == maxBw && type < minType)``), so a
+        400 Gb/s NIC across the host bridge wins over a 100 Gb/s NIC on the GPU's own switch.
+        """
         if not types:
             key = ("nics", g)
             if key not in self.memo:
@@ -582,12 +587,7 @@ class _Cells:
     def _local_nics(self, g: str, types: Mapping | None) -> list[str]:
         cand = [(n, (types or {}).get((g, n)) or self.cells[g, n][1], self.cells[g, n][2]) for n in self.nics
                 if self.cells[g, n][1] is not None]
-        if not cand:
-            return []
-        best = min(_rank(t) for _, t, _ in cand)
-        cand = [(n, bw) for n, t, bw in cand if _rank(t) == best]
-        top = max((bw or 0.0) for _, bw in cand)
-        return [n for n, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
+        return _most_bandwidth_then_closest(cand)
 
     def local_gpus(self, n: str) -> list[str]:
         key = ("gpus", n)
@@ -597,12 +597,7 @@ class _Cells:
 
     def _local_gpus(self, n: str) -> list[str]:
         cand = [(g, self.cells[g, n][1], self.cells[g, n][2]) for g in self.gpus if self.cells[g, n][1] is not None]
-        if not cand:
-            return []
-        best = min(_rank(t) for _, t, _ in cand)
-        cand = [(g, bw) for g, t, bw in cand if _rank(t) == best]
-        top = max((bw or 0.0) for _, bw in cand)
-        return [g for g, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
+        return _most_bandwidth_then_closest(cand)
 
 
 def _local_net(G: nx.Graph, cells: _Cells, g: str, channel: int = 0, types: Mapping | None = None) -> str | None:
@@ -668,6 +663,17 @@ def _candidates(G: nx.Graph, include_inactive: bool) -> list[str]:
             continue
         out.append(n)
     return out
+
+
+def _most_bandwidth_then_closest(cand: list[tuple[str, str, float | None]]) -> list[str]:
+    """NCCL's ``ncclTopoGetLocal`` order over (name, path type, path GB/s): the most bandwidth,
+    then the lowest path type among those; unknown bandwidth counts as 0 (type decides)."""
+    if not cand:
+        return []
+    top = max((bw or 0.0) for _, _, bw in cand)
+    cand = [(x, t) for x, t, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
+    best = min(_rank(t) for _, t in cand)
+    return [x for x, t in cand if _rank(t) == best]
 
 
 def _cells(G: nx.Graph, nics: list[str]) -> _Cells:

@@ -299,3 +299,33 @@ def test_matrix_has_every_gpu_nic_cell() -> None:
     assert len(cells) == 16
     cell = next(c for c in cells if c["gpu"] == "GPU0" and c["nic"] == "mlx5_3")
     assert (cell["path_class"], cell["gdr"]) == ("PXB", True)
+
+
+def test_nccl_prefers_the_faster_nic_before_the_closer_one() -> None:
+    """
+                 cpu0
+                  |
+                 rc0 ---------------- sw1 (Gen5)
+                  |                     |
+                 sw0 (Gen5)          mlx5_1 (400 Gb/s; PHB from GPU0)
+                /    \\
+            GPU0    mlx5_0 (100 Gb/s; PIX from GPU0)
+
+    ncclTopoGetLocal keeps the NICs with the most path bandwidth first and only then the lowest
+    path type: GPU0 uses the 400 Gb/s mlx5_1 (PHB, 50 GB/s) rather than the 100 Gb/s mlx5_0 on
+    its own switch (PIX, 12.5 GB/s). With equal rates the closer one wins.
+    """
+    gen5 = pcie_link(5, 16)
+    G = new_host()
+    add_socket(G, "cpu0", 0)
+    add(G, "sw0", "switch", "rc0", link=gen5)
+    add(G, "sw1", "switch", "rc0", link=gen5)
+    gpu(G, 0, "sw0", gen5)
+    nic(G, "mlx5_0", "sw0", rate=100, link=gen5)
+    nic(G, "mlx5_1", "sw1", rate=400, link=gen5)
+    choice = paths.nic_choice(G)
+    assert choice["GPU0"]["nic"] == "mlx5_1"
+    assert choice["GPU0"]["gdr"] is False  # PHB is beyond NCCL's default GPUDirect RDMA level
+
+    G.nodes["mlx5_0"]["rate_gbps"] = 400
+    assert paths.nic_choice(G)["GPU0"]["nic"] == "mlx5_0"
