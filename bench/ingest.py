@@ -43,8 +43,11 @@ FULL_LSPCI = Path("/work/shared/realdata/lspci_vvv/gpud_dell_xe9680_hgx_h100_8gp
 
 
 def _env() -> dict:
+    # DEBUG off, as in production (docs/ingestion.md): with DEBUG on Django keeps every statement
     return {**os.environ, "TOPOWEB_DATABASE_URL": DB_URL, "TOPOWEB_BROKER_URL": BROKER_URL,
-            "DJANGO_SETTINGS_MODULE": "topoweb.settings", "TOPOWEB_LOG_LEVEL": "WARNING"}
+            "DJANGO_SETTINGS_MODULE": "topoweb.settings", "TOPOWEB_LOG_LEVEL": "WARNING",
+            "TOPOWEB_DEBUG": os.environ.get("TOPOWEB_DEBUG", "0"),
+            "TOPOWEB_SECRET_KEY": os.environ.get("TOPOWEB_SECRET_KEY", "bench-only-key-not-secret-0123456789abcdef")}
 
 
 def _setup() -> None:
@@ -266,6 +269,10 @@ def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = F
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    import signal
+
+    # SIGTERM (e.g. from timeout) unwinds normally, so the server and worker processes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reports", type=int, default=200)
     parser.add_argument("--agents", type=int, default=50)

@@ -115,7 +115,9 @@ def check_token(secret: str) -> tuple[AgentToken | None, str]:
     secret = (secret or "").strip()
     if not secret or len(secret) > 200:
         return None, "missing or malformed bearer token"
-    token = AgentToken.objects.select_related("cluster").filter(token_hash=hash_token(secret)).first()
+    # token_hash is unique: no ORDER BY (first() would sort by the Meta ordering, joining on the name)
+    token = next(iter(AgentToken.objects.select_related("cluster").filter(token_hash=hash_token(secret)).order_by()),
+                 None)
     if token is None:
         return None, "unknown token"
     if token.revoked_at is not None:
@@ -324,7 +326,8 @@ def submit_report(
     digest = content_hash(env.hostname, env.sections)
     now = timezone.now()
 
-    existing = Upload.objects.filter(cluster=cluster, content_hash=digest).only("pk", "host_id", "status").first()
+    existing = next(iter(Upload.objects.filter(cluster=cluster, content_hash=digest).only("pk", "host_id", "status")
+                         .order_by()), None)  # unique (cluster, content_hash): no ORDER BY needed
     if existing is not None:
         Host.objects.filter(pk=existing.host_id).update(last_seen_at=now)
         return existing, False
