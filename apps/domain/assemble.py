@@ -38,6 +38,7 @@ from apps.domain.facts import (
     NvlinkPair,
     PciDeviceFact,
 )
+from apps.domain.parsers.host_info import iommu_words
 from apps.domain.pci import canonical_bdf, is_bdf
 
 __all__ = ["assemble", "normalize_token"]
@@ -694,7 +695,7 @@ class _Builder:
             gdr = True if (peer and peer != "none") or dmabuf is True else (
                 False if peer == "none" and dmabuf is False else None)
             groups = _get(hi, "iommu_groups", default={}) or {}
-            words = re.findall(r"\b(?:intel_iommu|amd_iommu|iommu)=\S+", _get(hi, "cmdline", default="") or "")
+            words = iommu_words(_get(hi, "cmdline", default="") or "")
             host = dict(
                 sockets=_int(_get(hi, "sockets")), gdr_module=gdr,
                 gdr_module_detail=f"peermem {peer or 'unknown'}, DMA-BUF "

@@ -56,7 +56,7 @@ ENV = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO", "AWS_SECRET_ACCESS_KE
 # Every key the agent may send without --include-nccl-env, and the ones the opt-in adds.
 DEFAULT_KEYS = {"cpu_vendor", "cpu_family", "cpu_model", "cpu_model_name", "sockets", "numa_nodes", "kernel",
                 "driver_version", "driver_flavor", "cmdline", "iommu_group_type", "virtualized", "peermem",
-                "dmabuf", "netdev"}
+                "dmabuf", "netdev", "netdev_scope"}
 OPT_IN_KEYS = {"nccl_env", "default_route_netdev"}
 
 
@@ -133,6 +133,7 @@ def test_default_host_info_has_hardware_facts_only(fake_host):
     assert h.cmdline == "intel_iommu=on iommu=pt" and h.iommu_cmdline == "intel_iommu=on iommu=pt"
     assert h.iommu_groups == {GPU: "DMA-FQ", HCA: "identity"} and h.iommu_translated == (GPU,)
     assert h.netdevs == {"ibp26s0": "up"}  # the RDMA-capable interface only
+    assert h.netdev_scope == "rdma"  # so H05 never claims NCCL_SOCKET_IFNAME matches nothing
     assert h.nccl_env == {} and h.default_route_netdev is None
     assert report["meta"]["nccl_env_included"] is False
     # Nothing of the environment, the rest of the command line, nccl.conf or other files anywhere.

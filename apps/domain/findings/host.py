@@ -172,7 +172,8 @@ def _ifname_match(name: str, value: str) -> bool:
 def rule_h05(ctx: Ctx) -> list[dict]:
     """H05 Bootstrap/socket interface wrong (a hint from one node).
 
-    Condition (host_info): NCCL_SOCKET_IFNAME is set and (a) matches no interface that is up: HIGH
+    Condition (host_info): NCCL_SOCKET_IFNAME is set and (a) matches no interface that is up (only
+    when the listing covers every interface, ``netdev_scope`` not ``rdma``): HIGH
     (NCCL stops with 'no socket interface found' or hangs at init); or (b) does not select the
     interface of the default route: LOW hint (fine on a dedicated routable network, a hang if the
     chosen interface cannot reach the other nodes). Source: env NCCL_SOCKET_IFNAME [S12]; #913 [S49].
@@ -185,7 +186,9 @@ def rule_h05(ctx: Ctx) -> list[dict]:
         return []
     chosen = [n for n in netdevs if _ifname_match(n, val)]
     up = [n for n in chosen if str(netdevs.get(n, "")).lower() in ("up", "unknown")]
-    if netdevs and not up:
+    # Without the agent's --include-nccl-env only RDMA interfaces are listed (netdev_scope "rdma"):
+    # an interface NCCL_SOCKET_IFNAME names may exist beyond them, so "matches none" cannot be said.
+    if netdevs and not up and h.get("netdev_scope") != "rdma":
         what = (f"matches only {join(chosen)}, which {'is' if len(chosen) == 1 else 'are'} down" if chosen
                 else "matches none of this node's interfaces")
         msg = (f"NCCL_SOCKET_IFNAME={val} {what}: NCCL finds no socket interface for bootstrap and stops or hangs "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from apps.domain.parsers.host_info import iommu_words, is_passthrough
 from apps.domain.findings._base import (
     Ctx, Rule, as_float, as_int, as_list, finding, fmt_gbs, fmt_num, get, gpu_sort_key, join, normalize_token,
     nv_count,
@@ -410,8 +411,8 @@ def rule_p05(ctx: Ctx) -> list[dict]:
     by_bdf.update({n.get("bdf"): n.get("name") for n in ctx.nics if n.get("bdf")})
     names = [by_bdf.get(b) or b for b in translated]
     cmd = str(h.get("cmdline") or "")
-    words = re.findall(r"\b(?:intel_iommu|amd_iommu|iommu)=\S+", cmd)
-    why = (f" The kernel command line has {' '.join(words)}" + ("" if "iommu=pt" in words else " without iommu=pt")
+    words = iommu_words(cmd)
+    why = (f" The kernel command line has {' '.join(words)}" + ("" if is_passthrough(words) else " without iommu=pt")
            + "." if words else "")
     bare = "" if h.get("virtualized") is False else " (the host was not reported as virtualized)"
     msg = (f"{join(names)} sit in a translating IOMMU domain ({', '.join(sorted({str(groups[b]) for b in translated}))}) "

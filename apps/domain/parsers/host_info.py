@@ -19,7 +19,8 @@ key                    value (source)
 ``kernel``             ``uname -r``
 ``driver_version``     NVIDIA driver, e.g. ``550.54.15`` (/proc/driver/nvidia/version)
 ``driver_flavor``      ``open`` | ``proprietary`` (``Open Kernel Module`` in that file)
-``cmdline``            /proc/cmdline
+``cmdline``            the IOMMU arguments of /proc/cmdline only (``intel_iommu=``, ``amd_iommu=``,
+                       ``iommu=``, ``iommu.passthrough=``); the rest of the command line is never sent
 ``iommu_group_type``   ``<BDF> <type>``, one line per GPU/NIC function
                        (/sys/bus/pci/devices/<BDF>/iommu_group/type: ``identity``, ``DMA``,
                        ``DMA-FQ``, ``unmanaged``); repeatable
@@ -28,12 +29,19 @@ key                    value (source)
                        /sys/kernel/mm/memory_peers/nv_mem*)
 ``dmabuf``             ``yes`` | ``no`` | ``unknown`` (open kernel module and kernel >= 5.12)
 ``nccl_env``           ``NAME=value``, one line per NCCL_* variable of the environment and
-                       /etc/nccl.conf (the environment wins); repeatable
-``default_route_netdev``  interface of the default route (/proc/net/route)
-``netdev``             ``<name> <operstate>``, e.g. ``ib0 up`` (/sys/class/net); repeatable
+                       /etc/nccl.conf (the environment wins); repeatable; only with the agent's
+                       ``--include-nccl-env``
+``default_route_netdev``  interface of the default route (/proc/net/route); only with
+                       ``--include-nccl-env``
+``netdev``             ``<name> <operstate>``, e.g. ``ib0 up``; repeatable. By default only the
+                       RDMA-capable interfaces (/sys/class/infiniband/*/device/net/*); every
+                       interface of /sys/class/net when the agent runs with ``--include-nccl-env``
+``netdev_scope``       ``rdma`` | ``all``: which interfaces the ``netdev`` lines cover (absent: ``all``)
 =====================  ==========================================================================
 
-Reference producer (Python 3.6, standard library only; what the agent runs)::
+Reference producer (Python 3.6, standard library only; the agent run with ``--include-nccl-env``
+produces this; without it, it leaves out ``nccl_env`` and ``default_route_netdev`` and lists only
+RDMA-capable interfaces with ``netdev_scope rdma``)::
 
     import glob, os, re
     def _read(p):
@@ -64,7 +72,10 @@ Reference producer (Python 3.6, standard library only; what the agent runs)::
         if m:
             out.append(("driver_version", m.group(1)))
             out.append(("driver_flavor", "open" if "Open Kernel Module" in ver else "proprietary"))
-        out.append(("cmdline", _read("/proc/cmdline") or ""))
+        iommu = re.findall(r"(?<![\\w.])(?:intel_iommu|amd_iommu|iommu|iommu\\.passthrough)=\\S+",
+                           _read("/proc/cmdline") or "")
+        if iommu:
+            out.append(("cmdline", " ".join(iommu)))
         for dev in sorted(glob.glob("/sys/bus/pci/devices/*")):
             vendor = _read(dev + "/vendor")
             cls = _read(dev + "/class") or ""
@@ -93,6 +104,7 @@ Reference producer (Python 3.6, standard library only; what the agent runs)::
             if len(f) > 2 and f[1] == "00000000":
                 out.append(("default_route_netdev", f[0]))
                 break
+        out.append(("netdev_scope", "all"))
         for d in sorted(glob.glob("/sys/class/net/*")):
             out.append(("netdev", os.path.basename(d) + " " + (_read(d + "/operstate") or "unknown")))
         return "".join(k + "\\t" + v.replace("\\n", " ") + "\\n" for k, v in out)
@@ -101,7 +113,8 @@ Result: :class:`HostInfo`. ``nccl_env`` is a plain mapping name -> value (later 
 ``iommu_groups`` maps canonical BDF -> type; ``netdevs`` maps name -> operstate. Derived
 properties: ``gdr_module`` (True: a peermem module or DMA-BUF; False: neither; None: unknown),
 ``iommu_translated`` (BDFs in a translating domain), ``iommu_cmdline`` (the IOMMU words of the
-kernel command line).
+kernel command line), ``iommu_passthrough`` (``iommu=pt`` or ``iommu.passthrough=1`` given).
+``iommu_words(text)`` picks those words out of any command line.
 
 Errors: a non-blank, non-comment line without a TAB (``ParseError`` naming it), a number field
 that is not a number, a text with no known key at all.
@@ -116,12 +129,29 @@ from apps.domain.errors import ParseError
 from apps.domain.parsers._text import clean_lines
 from apps.domain.pci import canonical_bdf, is_bdf
 
-__all__ = ["HostInfo", "parse", "detect", "KEYS"]
+__all__ = ["HostInfo", "parse", "detect", "KEYS", "iommu_words", "is_passthrough"]
+
+_IOMMU_WORD = re.compile(r"(?<![\w.])(?:intel_iommu|amd_iommu|iommu|iommu\.passthrough)=[^\s\"']+")
+
+
+def iommu_words(cmdline: str) -> list[str]:
+    """The IOMMU arguments of a kernel command line, in order.
+
+    >>> iommu_words("BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt quiet iommu.passthrough=1")
+    ['intel_iommu=on', 'iommu=pt', 'iommu.passthrough=1']
+    """
+    return _IOMMU_WORD.findall(cmdline or "")
+
+
+def is_passthrough(words: list[str]) -> bool:
+    """True when the arguments put the IOMMU in pass-through (``iommu=pt``, ``iommu.passthrough=1``)."""
+    return any(w in ("iommu=pt", "iommu.passthrough=1", "iommu.passthrough=y", "iommu.passthrough=on")
+               for w in words)
 
 KIND = "host_info"
 _INT_KEYS = ("cpu_family", "cpu_model", "sockets", "numa_nodes")
 _TEXT_KEYS = ("cpu_vendor", "cpu_model_name", "kernel", "driver_version", "driver_flavor", "cmdline",
-              "virtualized", "peermem", "dmabuf", "default_route_netdev")
+              "virtualized", "peermem", "dmabuf", "default_route_netdev", "netdev_scope")
 _LIST_KEYS = ("iommu_group_type", "nccl_env", "netdev")
 KEYS = _INT_KEYS + _TEXT_KEYS + _LIST_KEYS
 _TRANSLATED = {"dma", "dma-fq"}
@@ -146,6 +176,7 @@ class HostInfo:
     nccl_env: dict = field(default_factory=dict)  # NCCL_* name -> value
     default_route_netdev: str | None = None
     netdevs: dict = field(default_factory=dict)  # name -> operstate
+    netdev_scope: str | None = None  # "rdma": netdevs lists RDMA interfaces only; None/"all": every one
     extra: dict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
@@ -166,8 +197,11 @@ class HostInfo:
 
     @property
     def iommu_cmdline(self) -> str | None:
-        words = re.findall(r"\b(?:intel_iommu|amd_iommu|iommu)=\S+", self.cmdline or "")
-        return " ".join(words) or None
+        return " ".join(iommu_words(self.cmdline or "")) or None
+
+    @property
+    def iommu_passthrough(self) -> bool:
+        return is_passthrough(iommu_words(self.cmdline or ""))
 
 
 def detect(text: str) -> int:

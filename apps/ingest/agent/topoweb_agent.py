@@ -583,6 +583,7 @@ def host_info_facts(sysfs_root, proc_root, etc_root, include_nccl_env, environ):
         route = default_route_netdev(proc_root)
         if route:
             out.append(("default_route_netdev", route))
+    out.append(("netdev_scope", "all" if include_nccl_env else "rdma"))
     out += [("netdev", name + " " + state) for name, state in netdev_states(sysfs_root, not include_nccl_env)]
     return out
 

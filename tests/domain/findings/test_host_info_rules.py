@@ -75,3 +75,15 @@ def test_h05_hint_when_ifname_is_not_the_default_route() -> None:
     assert f["severity"] == "LOW" and "ib0" in f["message"] and "eth0" in f["fix"]
     ok = "nccl_env\tNCCL_SOCKET_IFNAME==eth0\ndefault_route_netdev\teth0\nnetdev\teth0 up\n"
     assert "H05" not in rules(run(A100, ok))
+
+
+def test_h05_stays_quiet_when_only_rdma_interfaces_are_listed() -> None:
+    """Without the agent's --include-nccl-env the listing covers RDMA interfaces only
+    (netdev_scope rdma): NCCL_SOCKET_IFNAME=eth0 may well exist, so no HIGH 'matches none'."""
+    from apps.domain.findings import evaluate
+
+    host = {"nccl_env": {"NCCL_SOCKET_IFNAME": "eth0"}, "netdevs": {"ib0": "up"}, "netdev_scope": "rdma"}
+    doc = {"gpus": [], "nics": [], "gpu_pairs": [], "gpu_nic": [], "graph": {"nodes": [], "edges": []}}
+    assert not [f for f in evaluate(doc, {"host_info": host}) if f["rule"] == "H05"]
+    host["netdev_scope"] = "all"
+    assert [f["severity"] for f in evaluate(doc, {"host_info": host}) if f["rule"] == "H05"] == ["HIGH"]

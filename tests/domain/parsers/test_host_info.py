@@ -81,3 +81,14 @@ def test_reference_producer_is_python36_and_its_output_parses() -> None:
     h = host_info.parse(out.stdout)
     assert h.kernel and h.peermem in ("nvidia_peermem", "nv_mem", "none")
     assert h.nccl_env.get("NCCL_TEST_ONLY") == "1"
+
+
+def test_iommu_words_and_passthrough_spellings() -> None:
+    from apps.domain.parsers.host_info import iommu_words, is_passthrough, parse
+
+    line = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 password=x intel_iommu=on iommu.passthrough=1 quiet"
+    assert iommu_words(line) == ["intel_iommu=on", "iommu.passthrough=1"]
+    assert is_passthrough(iommu_words(line))
+    assert not is_passthrough(iommu_words("amd_iommu=on"))
+    h = parse("cpu_vendor\tARM\ncmdline\tiommu.passthrough=1\n")
+    assert h.iommu_cmdline == "iommu.passthrough=1" and h.iommu_passthrough
