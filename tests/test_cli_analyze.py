@@ -103,3 +103,11 @@ def test_json_keeps_the_documented_keys_and_adds_assumptions() -> None:
     doc = json.loads(run("analyze", "--bundle", str(P40))[0])
     assert set(DOC_KEYS) <= set(doc) and isinstance(doc["assumptions"], list) and doc["assumptions"]
     assert all("assumed" in e for e in doc["graph"]["edges"])
+
+
+def test_every_section_kind_has_a_file_option() -> None:
+    """`analyze` takes any registry kind as a per-file option, so nothing needs a bundle folder."""
+    from apps.domain.parsers import KINDS
+    from apps.topology.management.commands.analyze import FILE_OPTIONS
+
+    assert set(FILE_OPTIONS.values()) == set(KINDS)

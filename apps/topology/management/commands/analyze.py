@@ -29,6 +29,7 @@ FILE_OPTIONS = {
     "sysfs_ib": "sysfs_ib",
     "nccl_xml": "nccl_topo_xml",
     "hwloc": "hwloc_xml",
+    "host_info": "host_info",
 }
 
 
