@@ -47,6 +47,8 @@ def _env() -> dict:
     return {**os.environ, "TOPOWEB_DATABASE_URL": DB_URL, "TOPOWEB_BROKER_URL": BROKER_URL,
             "DJANGO_SETTINGS_MODULE": "topoweb.settings", "TOPOWEB_LOG_LEVEL": "WARNING",
             "TOPOWEB_DEBUG": os.environ.get("TOPOWEB_DEBUG", "0"),
+            # a fixed set of gunicorn threads and Celery processes: keep their connections open
+            "TOPOWEB_DB_CONN_MAX_AGE": os.environ.get("TOPOWEB_DB_CONN_MAX_AGE", "60"),
             "TOPOWEB_SECRET_KEY": os.environ.get("TOPOWEB_SECRET_KEY", "bench-only-key-not-secret-0123456789abcdef")}
 
 
@@ -79,8 +81,12 @@ def _report(i: int, full: bool) -> dict:
             "sections": sections, "unavailable": {}}
 
 
+WORKER_NICE = 0  # --worker-nice: run the Celery workers at this nice level (docs/ingestion.md)
+
+
 def _start_worker() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "topoweb", "worker", "-P", "solo", "-l",
+    nice = ["nice", "-n", str(WORKER_NICE)] if WORKER_NICE else []
+    return subprocess.Popen(nice + [sys.executable, "-m", "celery", "-A", "topoweb", "worker", "-P", "solo", "-l",
                              "warning", "--without-gossip", "--without-mingle", "--without-heartbeat"],
                             cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -240,7 +246,8 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers:
         worker.wait(30)
     latencies.sort()
     p = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1) if latencies else None  # noqa
-    return {"agents": agents, "server": f"gunicorn gthread {web_workers}x{web_threads}", "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
+    return {"agents": agents, "server": f"gunicorn gthread {web_workers}x{web_threads}", "worker_nice": WORKER_NICE,
+            "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
             else "closed loop", "reports_sent": sent, "accepted_202": len(latencies),
             "retried_connection_errors": len(errors), "errors": sorted(set(errors))[:3],
             "stored": stored, "processed_done": done, "lost": sent - stored,
@@ -283,7 +290,11 @@ if __name__ == "__main__":
     parser.add_argument("--workers", default="1,2", help="Celery worker counts for the throughput runs")
     parser.add_argument("--web-workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
+    parser.add_argument("--worker-nice", type=int, default=0,
+                        help="nice level of the Celery workers (10: the API keeps the CPU it needs when they "
+                             "share cores, as docs/ingestion.md advises)")
     args = parser.parse_args()
+    WORKER_NICE = args.worker_nice
     print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full, args.spread,
                          tuple(int(k) for k in args.workers.split(",") if k), args.web_workers, args.web_threads),
                      indent=2))
