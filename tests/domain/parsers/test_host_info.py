@@ -13,6 +13,7 @@ import pytest
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS, detect_kind, host_info
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "host_info"
 
@@ -92,3 +93,7 @@ def test_iommu_words_and_passthrough_spellings() -> None:
     assert not is_passthrough(iommu_words("amd_iommu=on"))
     h = parse("cpu_vendor\tARM\ncmdline\tiommu.passthrough=1\n")
     assert h.iommu_cmdline == "iommu.passthrough=1" and h.iommu_passthrough
+
+
+test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
+    host_info.parse, "host_info", mutated_lines(fixture_lines("host_info"), max_size=25), detect=host_info.detect)

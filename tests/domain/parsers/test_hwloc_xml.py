@@ -6,12 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind
 from apps.domain.parsers.hwloc_xml import detect, parse
+from tests.domain.parsers.properties import edited_document, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 HW = FIX / "hwloc_xml"
@@ -203,42 +202,7 @@ def test_detect_on_own_fixtures_console_text_and_others() -> None:
 
 # -- robustness -------------------------------------------------------------------------------------
 
-def _must_parse_or_parse_error(text: str) -> None:
-    try:
-        parse(text)
-    except ParseError as exc:
-        assert exc.kind == "hwloc_xml"
-        assert exc.line_no >= 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text())
-def test_any_text_parses_or_raises_parse_error(text: str) -> None:
-    _must_parse_or_parse_error(text)
-
-
 _SMALL = ["hwloc_test_power8_minsky_p100.xml", "hwloc_test_proliant_sl390s_mlx4.xml", "hwloc_test_nvidiaDGX2.xml"]
-_LINES = [line for name in _SMALL for line in load(name).splitlines()]
 
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.sampled_from(_SMALL),
-    st.lists(st.tuples(st.integers(0, 600), st.sampled_from(["drop", "dup", "cut", "insert"]),
-                       st.sampled_from(_LINES), st.integers(0, 300)), max_size=6),
-)
-def test_mutated_fixtures_parse_or_raise_parse_error(name: str, edits) -> None:
-    lines = load(name).splitlines()
-    for pos, op, other, cut in edits:
-        if not lines:
-            break
-        i = pos % len(lines)
-        if op == "drop":
-            del lines[i]
-        elif op == "dup":
-            lines.insert(i, lines[i])
-        elif op == "cut":
-            lines[i] = lines[i][: cut % (len(lines[i]) + 1)]
-        else:
-            lines.insert(i, other)
-    _must_parse_or_parse_error("\n".join(lines))
+test_any_text_parses_or_raises_parse_error, test_mutated_fixtures_parse_or_raise_parse_error = safety_tests(
+    parse, "hwloc_xml", edited_document([load(name) for name in _SMALL]), detect=detect)

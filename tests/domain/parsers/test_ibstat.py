@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind, ibstat, ibstatus, ibv_devinfo, nvidia_smi_nvlink, sysfs_ib
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests, strip_and_indent
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -204,40 +203,5 @@ def test_detect_scores_own_fixtures_and_rejects_other_kinds():
     assert sysfs_ib.detect(load("cx6_hdr_active_after_sm.txt")) == 0
 
 
-REAL_LINES = [line for p in sorted((FIX / "ibstat").glob("*.txt")) for line in p.read_text().splitlines()]
-
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=20))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 4))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1:]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        elif op == 3:
-            line = draw(st.sampled_from(["", "\t", "  ", "\t\t"])) + line.strip()
-        out.append(line)
-    return "\n".join(out)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text_parses_or_raises_parse_error(text):
-    try:
-        ibstat.parse(text)
-    except ParseError as e:
-        assert e.kind == "ibstat"
-    ibstat.detect(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_real_lines(text):
-    try:
-        ibstat.parse(text)
-    except ParseError as e:
-        assert e.kind == "ibstat" and 0 <= e.line_no <= len(text.splitlines()) + 1
+test_fuzz_any_text_parses_or_raises_parse_error, test_fuzz_mutated_real_lines = safety_tests(
+    ibstat.parse, "ibstat", mutated_lines(fixture_lines("ibstat"), max_size=20, reindent=strip_and_indent()), detect=ibstat.detect)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind, ibv_devinfo
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -129,38 +128,5 @@ def test_detect():
             assert ibv_devinfo.detect(path.read_text()) == 0, path
 
 
-REAL_LINES = [line for p in sorted((FIX / "ibv_devinfo").glob("*.txt")) for line in p.read_text().splitlines()]
-
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=25))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 3))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1:]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        out.append(line)
-    return "\n".join(out)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    try:
-        ibv_devinfo.parse(text)
-    except ParseError as e:
-        assert e.kind == "ibv_devinfo"
-    ibv_devinfo.detect(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_real_lines(text):
-    try:
-        ibv_devinfo.parse(text)
-    except ParseError as e:
-        assert e.kind == "ibv_devinfo"
+test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
+    ibv_devinfo.parse, "ibv_devinfo", mutated_lines(fixture_lines("ibv_devinfo"), max_size=25), detect=ibv_devinfo.detect)

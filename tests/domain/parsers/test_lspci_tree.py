@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import lspci_tree
+from tests.domain.parsers.properties import add_spaces, fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -187,44 +186,5 @@ def test_detect():
     assert lspci_tree.detect("# topoweb sysfs_pci v1\n/sys/devices/pci0000:00/0000:00:01.0\t-\n") == 0
 
 
-REAL_LINES = [
-    line
-    for path in sorted((FIX / "lspci_tree").glob("*.txt"))
-    for line in path.read_text().splitlines()
-]
-
-
-@st.composite
-def mutated_tree(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=12))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 4))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1 :]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        elif op == 3:
-            line = " " * draw(st.integers(0, 3)) + line
-        out.append(line)
-    return "\n".join(out)
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        lspci_tree.parse(text)
-    except ParseError as e:
-        assert e.kind == "lspci_tree"
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    _parses_or_parse_error(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated_tree())
-def test_fuzz_mutated_real_lines(text):
-    _parses_or_parse_error(text)
+test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
+    lspci_tree.parse, "lspci_tree", mutated_lines(fixture_lines("lspci_tree"), max_size=12, reindent=add_spaces(3)), detect=lspci_tree.detect)

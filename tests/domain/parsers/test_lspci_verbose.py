@@ -6,12 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import lspci_verbose
 from apps.domain.parsers._pcie import parse_link_speed, parse_link_width, pcie_generation
+from tests.domain.parsers.properties import fixture_lines, lstrip, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 DELL = "gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt"
@@ -206,49 +205,14 @@ def test_detect():
     assert lspci_verbose.detect("CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n") == 0
 
 
-REAL_LINES = [
-    line
-    for name in (
-        "bluefield2_dpu_aarch64_host_lspci_vvv_s_01_00_0.txt",
-        "hgx_h100_nvswitch_pmc_sierra_nonroot_fixture.txt",
-        "lenovo_genoa_grep_bridge_lnkcap_filtered_partial.txt",
-        "desktop_gt730_gk208_old_lspci_format_billauer_partial.txt",
-    )
-    for line in load(name).splitlines()
-]
+MUTATION_SOURCES = (
+    "bluefield2_dpu_aarch64_host_lspci_vvv_s_01_00_0.txt",
+    "hgx_h100_nvswitch_pmc_sierra_nonroot_fixture.txt",
+    "lenovo_genoa_grep_bridge_lnkcap_filtered_partial.txt",
+    "desktop_gt730_gk208_old_lspci_format_billauer_partial.txt",
+)
 
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=20))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 4))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1 :]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        elif op == 3:
-            line = line.lstrip()
-        out.append(line)
-    return "\n".join(out)
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        lspci_verbose.parse(text)
-    except ParseError as e:
-        assert e.kind == "lspci_verbose"
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    _parses_or_parse_error(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_real_lines(text):
-    _parses_or_parse_error(text)
+test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
+    lspci_verbose.parse, "lspci_verbose",
+    mutated_lines(fixture_lines("lspci_verbose", MUTATION_SOURCES), max_size=20, reindent=lstrip),
+    detect=lspci_verbose.detect)

@@ -6,12 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS, detect_kind
 from apps.domain.parsers.nccl_topo_xml import detect, parse
+from tests.domain.parsers.properties import edited_document, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 NCCL = FIX / "nccl_topo_xml"
@@ -224,49 +223,9 @@ def test_auto_parse_of_graph_file_reaches_the_clear_error() -> None:
 
 # -- robustness ---------------------------------------------------------------------------------------
 
-def _must_parse_or_parse_error(text: str) -> None:
-    try:
-        parse(text)
-    except ParseError as exc:
-        assert exc.kind == "nccl_topo_xml"
-        assert exc.line_no >= 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text())
-def test_any_text_parses_or_raises_parse_error(text: str) -> None:
-    _must_parse_or_parse_error(text)
-
-
-_FIXTURE_LINES = [
-    line for path in sorted(NCCL.glob("*.xml")) for line in path.read_text(errors="replace").splitlines()
-]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.sampled_from(sorted(p.name for p in NCCL.glob("*.xml"))),
-    st.lists(st.tuples(st.integers(0, 400), st.sampled_from(["drop", "dup", "swap", "cut", "insert"]),
-                       st.sampled_from(_FIXTURE_LINES), st.integers(0, 200)), max_size=6),
-)
-def test_mutated_fixtures_parse_or_raise_parse_error(name: str, edits) -> None:
-    lines = load(name).splitlines()
-    for pos, op, other, cut in edits:
-        if not lines:
-            break
-        i = pos % len(lines)
-        if op == "drop":
-            del lines[i]
-        elif op == "dup":
-            lines.insert(i, lines[i])
-        elif op == "swap":
-            j = (i + 1) % len(lines)
-            lines[i], lines[j] = lines[j], lines[i]
-        elif op == "cut":
-            lines[i] = lines[i][: cut % (len(lines[i]) + 1)]
-        else:
-            lines.insert(i, other)
-    _must_parse_or_parse_error("\n".join(lines))
+test_any_text_parses_or_raises_parse_error, test_mutated_fixtures_parse_or_raise_parse_error = safety_tests(
+    parse, "nccl_topo_xml", edited_document([load(p.name) for p in sorted(NCCL.glob("*.xml"))]),
+    detect=detect)
 
 
 def test_truncating_a_complete_dump_anywhere_recovers_or_fails_cleanly() -> None:

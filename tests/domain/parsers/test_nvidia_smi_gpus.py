@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind, nvidia_smi_gpus
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 HEADER = ("index, uuid, pci.bus_id, name, compute_cap, pstate, pcie.link.gen.gpucurrent, pcie.link.gen.max, "
@@ -111,38 +110,5 @@ def test_detect():
             assert nvidia_smi_gpus.detect(path.read_text(errors="replace")) == 0, path
 
 
-REAL_LINES = [line for p in sorted((FIX / "nvidia_smi_gpus").glob("*.txt")) for line in p.read_text().splitlines()]
-
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=10))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 3))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1:]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        out.append(line)
-    return "\n".join(out)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    try:
-        nvidia_smi_gpus.parse(text)
-    except ParseError as e:
-        assert e.kind == "nvidia_smi_gpus"
-    nvidia_smi_gpus.detect(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_lines(text):
-    try:
-        nvidia_smi_gpus.parse(text)
-    except ParseError as e:
-        assert e.kind == "nvidia_smi_gpus"
+test_fuzz_any_text, test_fuzz_mutated_lines = safety_tests(
+    nvidia_smi_gpus.parse, "nvidia_smi_gpus", mutated_lines(fixture_lines("nvidia_smi_gpus"), max_size=10), detect=nvidia_smi_gpus.detect)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from apps.domain.errors import ParseError
 from apps.domain.parsers import nvidia_smi_topo as topo
 from apps.domain.parsers.nvidia_smi_topo import TopoGpu, TopoMatrix, TopoNic
+from tests.domain.parsers.properties import assert_parses_or_parse_error, edited_document
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LINK = FIXTURES / "nvidia_smi_topo"
@@ -420,13 +421,9 @@ def test_render_round_trip_on_generated_p2p_matrices(drawn: tuple[int, list[str]
 
 
 def call_all(t: str) -> None:
-    for fn in (topo.parse, topo.parse_pci, topo.parse_p2p):
-        try:
-            fn(t)
-        except ParseError:
-            pass
-    for det in (topo.detect, topo.detect_pci, topo.detect_p2p):
-        assert 0 <= det(t) <= 100
+    for fn, det, kind in ((topo.parse, topo.detect, topo.KIND_LINK), (topo.parse_pci, topo.detect_pci, topo.KIND_PCI),
+                          (topo.parse_p2p, topo.detect_p2p, topo.KIND_P2P)):
+        assert_parses_or_parse_error(fn, t, kind, det)
 
 
 @settings(max_examples=200, deadline=None)
@@ -445,30 +442,9 @@ def test_topo_shaped_noise_gives_a_result_or_parse_error(t: str) -> None:
 MUTATION_SOURCES = all_fixtures()
 
 
-@st.composite
-def mutated_fixture(draw: st.DrawFn) -> str:
-    path = draw(st.sampled_from(MUTATION_SOURCES))
-    lines = text(path.parent, path.name).split("\n")
-    for _ in range(draw(st.integers(1, 4))):
-        i = draw(st.integers(0, max(len(lines) - 1, 0)))
-        op = draw(st.sampled_from(["drop", "dup", "cut", "tabs", "char", "merge", "swap"]))
-        line = lines[i] if lines else ""
-        if op == "drop" and lines:
-            del lines[i]
-        elif op == "dup":
-            lines.insert(i, line)
-        elif op == "cut":
-            lines[i] = line[:draw(st.integers(0, len(line)))]
-        elif op == "tabs":
-            lines[i] = line.replace("\t", draw(st.sampled_from(["", " ", "  ", "\t\t"])))
-        elif op == "char":
-            at = draw(st.integers(0, len(line)))
-            lines[i] = line[:at] + draw(st.characters()) + line[at + 1:]
-        elif op == "merge" and i + 1 < len(lines):
-            lines[i:i + 2] = [line + lines[i + 1]]
-        elif op == "swap" and i + 1 < len(lines):
-            lines[i], lines[i + 1] = lines[i + 1], line
-    return "\n".join(lines)
+def mutated_fixture():
+    return edited_document([text(p.parent, p.name) for p in MUTATION_SOURCES],
+                           ops=("drop", "dup", "cut", "tabs", "char", "merge", "swap"), min_edits=1, max_edits=4)
 
 
 @settings(max_examples=200, deadline=None)

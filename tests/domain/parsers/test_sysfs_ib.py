@@ -15,11 +15,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind, ibstat, sysfs_ib
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -213,38 +212,5 @@ def test_documented_shell_producer_gives_the_same_listing(tmp_path):
     _check(sysfs_ib.parse(shell))
 
 
-REAL_LINES = [line for p in sorted((FIX / "sysfs_ib").glob("*.txt")) for line in p.read_text().splitlines()]
-
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=25))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 3))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.text(max_size=3)) + line[i + 1:]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        out.append(line)
-    return "\n".join(out)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    try:
-        sysfs_ib.parse(text)
-    except ParseError as e:
-        assert e.kind == "sysfs_ib"
-    sysfs_ib.detect(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_lines(text):
-    try:
-        sysfs_ib.parse(text)
-    except ParseError as e:
-        assert e.kind == "sysfs_ib"
+test_fuzz_any_text, test_fuzz_mutated_lines = safety_tests(
+    sysfs_ib.parse, "sysfs_ib", mutated_lines(fixture_lines("sysfs_ib"), max_size=25), detect=sysfs_ib.detect)

@@ -7,11 +7,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import sysfs_pci
+from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 HEAD = "# topoweb sysfs_pci v1\n# columns: " + " ".join(sysfs_pci.V1_COLUMNS) + "\n"
@@ -174,38 +174,5 @@ def test_detect():
     assert sysfs_pci.detect("0000:19:00.0 3D controller: NVIDIA Corporation Device 2330\n") == 0
 
 
-REAL_LINES = [line for p in sorted((FIX / "sysfs_pci").glob("*.txt")) for line in p.read_text().splitlines()]
-
-
-@st.composite
-def mutated(draw):
-    lines = draw(st.lists(st.sampled_from(REAL_LINES), min_size=1, max_size=10))
-    out = []
-    for line in lines:
-        op = draw(st.integers(0, 4))
-        if op == 1 and line:
-            i = draw(st.integers(0, len(line) - 1))
-            line = line[:i] + draw(st.sampled_from(["\t", "-", "/", ":", "x", ""])) + line[i + 1 :]
-        elif op == 2:
-            line = line[: draw(st.integers(0, len(line)))]
-        out.append(line)
-    return "\n".join(out)
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        sysfs_pci.parse(text)
-    except ParseError as e:
-        assert e.kind == "sysfs_pci"
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_fuzz_any_text(text):
-    _parses_or_parse_error(text)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated())
-def test_fuzz_mutated_real_lines(text):
-    _parses_or_parse_error(text)
+test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
+    sysfs_pci.parse, "sysfs_pci", mutated_lines(fixture_lines("sysfs_pci"), max_size=10, replacement=st.sampled_from(["\t", "-", "/", ":", "x", ""])), detect=sysfs_pci.detect)
