@@ -204,4 +204,5 @@ def test_detect_scores_own_fixtures_and_rejects_other_kinds():
 
 
 test_fuzz_any_text_parses_or_raises_parse_error, test_fuzz_mutated_real_lines = safety_tests(
-    ibstat.parse, "ibstat", mutated_lines(fixture_lines("ibstat"), max_size=20, reindent=strip_and_indent()), detect=ibstat.detect)
+    ibstat.parse, "ibstat", mutated_lines(fixture_lines("ibstat"), max_size=20, reindent=strip_and_indent()),
+    detect=ibstat.detect)

@@ -175,4 +175,6 @@ def test_detect():
 
 
 test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
-    sysfs_pci.parse, "sysfs_pci", mutated_lines(fixture_lines("sysfs_pci"), max_size=10, replacement=st.sampled_from(["\t", "-", "/", ":", "x", ""])), detect=sysfs_pci.detect)
+    sysfs_pci.parse, "sysfs_pci",
+    mutated_lines(fixture_lines("sysfs_pci"), max_size=10, replacement=st.sampled_from(["\t", "-", "/", ":", "x", ""])),
+    detect=sysfs_pci.detect)
