@@ -12,9 +12,9 @@ Groups (all by default, in this order):
   browser   time to interactive of the host and cluster pages in headless Chromium
   pipeline  end-to-end ingest of 1,024 synthetic hosts with 1 and 2 workers (private PostgreSQL
             and Redis), scaling ratio
-  ingest    the ingestion engineer's figures (bench/ingest.py: one worker's throughput, accept
+  ingest    ingestion figures (bench/ingest.py: one worker's throughput, accept
             latency under 50 concurrent agents), run in a subprocess of its own
-  ui        the UI engineer's figures (bench/ui.py) when present, also in a subprocess
+  ui        page figures (bench/ui.py) when present, also in a subprocess
 
 Figures are medians over repeated runs with the p10-p90 spread (p95 where the tail matters) and
 the ratio to each target (below 1.0 meets it). Groups that need Django share the bench database

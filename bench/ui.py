@@ -1,4 +1,4 @@
-"""The UI engineer's figures: ``python -m bench ui`` (or ``python -m bench.ui``).
+"""Page figures of the explorer UI: ``python -m bench ui`` (or ``python -m bench.ui``).
 
 Targets (spec "Explorer UI"):
   host page server time        < 150 ms   (Django test client, in process, real 8-GPU/12-NIC capture)
