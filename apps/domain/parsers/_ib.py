@@ -68,6 +68,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from apps.domain.errors import ParseError
+
 __all__ = [
     "Gid",
     "Port",
@@ -297,3 +299,41 @@ ZERO_GUID = "0x" + "0" * 16
 def port_guids_of(cas) -> tuple[str, ...]:
     """Non-zero port GUIDs of every port of ``cas``, in order."""
     return tuple(p.port_guid for c in cas for p in c.ports if p.port_guid not in (None, ZERO_GUID))
+
+
+class PortFields:
+    """One port's raw fields (``label -> (line_no, line, value)``), read with errors naming the line.
+
+    Shared by the ibstat, ibstatus, ibv_devinfo and sysfs_ib parsers; ``sep`` is what follows a
+    label in that tool's output (``":"``, or ``""`` for sysfs keys) and appears in messages.
+    """
+
+    def __init__(self, kind: str, raw: dict, where: str, sep: str = ":") -> None:
+        self.kind, self.raw, self.where, self.sep = kind, raw, where, sep
+
+    def value(self, label: str) -> str | None:
+        item = self.raw.get(label)
+        return item[2] if item else None
+
+    def error(self, label: str, what: str) -> ParseError:
+        line_no, line, _ = self.raw[label]
+        return ParseError(self.kind, line_no, line, f"'{label}{self.sep}' of {self.where} {what}")
+
+    def as_int(self, label: str) -> int | None:
+        item = self.raw.get(label)
+        if item is None:
+            return None
+        n = parse_int(item[2])
+        if n is None:
+            raise self.error(label, "is not a number")
+        return n
+
+    def normalised(self, label: str, normalise, warnings: list[str], *, blank_is_missing: bool = False) -> str | None:
+        """The field through ``normalise`` (state words); an unknown word is a warning, not an error."""
+        raw = self.value(label)
+        if raw is None or (blank_is_missing and not raw):
+            return None
+        word = normalise(raw)
+        if word is None:
+            warnings.append(f"{self.where}: unknown {label} '{raw}'")
+        return word

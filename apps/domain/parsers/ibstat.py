@@ -57,6 +57,7 @@ from apps.domain.parsers._ib import (
     Ca,
     IbResult,
     Port,
+    PortFields,
     canonical_guid,
     is_command_echo,
     missing_lines,
@@ -127,27 +128,12 @@ def _finish_port(acc: _PortAcc, ca: _CaAcc, warnings: list[str]) -> Port:
     raw = acc.raw
     where = f"port {acc.number} of {_where(ca)}"
 
-    def value(label: str) -> str | None:
-        item = raw.get(label)
-        return item[2] if item else None
+    fields = PortFields(KIND, raw, where)
+    value, as_int = fields.value, fields.as_int
 
-    def as_int(label: str) -> int | None:
-        item = raw.get(label)
-        if item is None:
-            return None
-        n = parse_int(item[2])
-        if n is None:
-            raise ParseError(KIND, item[0], item[1], f"'{label}:' of {where} is not a number")
-        return n
-
-    state_raw = value("State")
-    state = normalise_state(state_raw) if state_raw is not None else None
-    if state_raw is not None and state is None:
-        warnings.append(f"{where}: unknown State '{state_raw}'")
-    phys_raw = value("Physical state")
-    phys = normalise_phys_state(phys_raw) if phys_raw is not None else None
-    if phys_raw is not None and phys is None:
-        warnings.append(f"{where}: unknown Physical state '{phys_raw}'")
+    state_raw, phys_raw = value("State"), value("Physical state")
+    state = fields.normalised("State", normalise_state, warnings)
+    phys = fields.normalised("Physical state", normalise_phys_state, warnings)
     rate_raw = value("Rate")
     rate = speed = None
     if rate_raw is not None:

@@ -39,12 +39,12 @@ from apps.domain.parsers._ib import (
     Ca,
     IbResult,
     Port,
+    PortFields,
     guid_from_gid,
     is_command_echo,
     missing_lines,
     normalise_phys_state,
     normalise_state,
-    parse_int,
     parse_rate,
     port_guids_of,
 )
@@ -61,27 +61,12 @@ _LABELS = ("default gid", "base lid", "sm lid", "state", "phys state", "rate", "
 def _finish(name: str, number: int, raw: dict[str, tuple[int, str, str]], warnings: list[str]) -> Port:
     where = f"port {number} of '{name}'"
 
-    def value(label: str) -> str | None:
-        item = raw.get(label)
-        return item[2] if item else None
+    fields = PortFields(KIND, raw, where)
+    value, as_int = fields.value, fields.as_int
 
-    def as_int(label: str) -> int | None:
-        item = raw.get(label)
-        if item is None:
-            return None
-        n = parse_int(item[2])
-        if n is None:
-            raise ParseError(KIND, item[0], item[1], f"'{label}:' of {where} is not a number")
-        return n
-
-    state_raw = value("state")
-    state = normalise_state(state_raw) if state_raw is not None else None
-    if state_raw is not None and state is None:
-        warnings.append(f"{where}: unknown state '{state_raw}'")
-    phys_raw = value("phys state")
-    phys = normalise_phys_state(phys_raw) if phys_raw is not None else None
-    if phys_raw is not None and phys is None:
-        warnings.append(f"{where}: unknown phys state '{phys_raw}'")
+    state_raw, phys_raw = value("state"), value("phys state")
+    state = fields.normalised("state", normalise_state, warnings)
+    phys = fields.normalised("phys state", normalise_phys_state, warnings)
     rate_raw = value("rate")
     rate = width = speed = None
     if rate_raw is not None:

@@ -63,6 +63,7 @@ from apps.domain.parsers._ib import (
     Gid,
     IbResult,
     Port,
+    PortFields,
     canonical_guid,
     guid_from_gid,
     is_command_echo,
@@ -116,27 +117,12 @@ def _finish_port(acc: _Port, ca: _Ca, warnings: list[str]) -> Port:
     if not raw and not acc.gids:
         warnings.append(f"{where} shows no fields (output cut?)")
 
-    def value(key: str) -> str | None:
-        item = raw.get(key)
-        return item[2] if item else None
+    fields = PortFields(KIND, raw, where)
+    value, as_int = fields.value, fields.as_int
 
-    def as_int(key: str) -> int | None:
-        item = raw.get(key)
-        if item is None:
-            return None
-        n = parse_int(item[2])
-        if n is None:
-            raise ParseError(KIND, item[0], item[1], f"'{key}:' of {where} is not a number")
-        return n
-
-    state_raw = value("state")
-    state = normalise_state(state_raw) if state_raw else None
-    if state_raw and state is None:
-        warnings.append(f"{where}: unknown state '{state_raw}'")
-    phys_raw = value("phys_state")
-    phys = normalise_phys_state(phys_raw) if phys_raw else None
-    if phys_raw and phys is None:
-        warnings.append(f"{where}: unknown phys_state '{phys_raw}'")
+    state_raw, phys_raw = value("state"), value("phys_state")
+    state = fields.normalised("state", normalise_state, warnings, blank_is_missing=True)
+    phys = fields.normalised("phys_state", normalise_phys_state, warnings, blank_is_missing=True)
     width_raw, speed_raw = value("active_width"), value("active_speed")
     width = speed_name = rate = None
     lanes = None

@@ -192,6 +192,7 @@ from apps.domain.parsers._ib import (
     Gid,
     IbResult,
     Port,
+    PortFields,
     canonical_guid,
     guid_from_gid,
     normalise_phys_state,
@@ -245,26 +246,12 @@ def _finish_port(ca: str, number: int, acc: _Port, warnings: list[str]) -> Port:
     raw = acc.raw
     where = f"port {number} of CA '{ca}'"
 
-    def value(key: str) -> str | None:
-        item = raw.get(key)
-        return item[2] if item else None
-
-    def as_int(key: str) -> int | None:
-        item = raw.get(key)
-        if item is None:
-            return None
-        n = parse_int(item[2])
-        if n is None:
-            raise ParseError(KIND, item[0], item[1], f"'{key}' of {where} is not a number")
-        return n
+    fields = PortFields(KIND, raw, where, sep="")
+    value, as_int = fields.value, fields.as_int
 
     state_raw, phys_raw, rate_raw = value("state"), value("phys_state"), value("rate")
-    state = normalise_state(state_raw) if state_raw else None
-    if state_raw and state is None:
-        warnings.append(f"{where}: unknown state '{state_raw}'")
-    phys = normalise_phys_state(phys_raw) if phys_raw else None
-    if phys_raw and phys is None:
-        warnings.append(f"{where}: unknown phys_state '{phys_raw}'")
+    state = fields.normalised("state", normalise_state, warnings, blank_is_missing=True)
+    phys = fields.normalised("phys_state", normalise_phys_state, warnings, blank_is_missing=True)
     rate = width = speed = None
     if rate_raw:
         rate, width, speed = parse_rate(rate_raw)
