@@ -326,12 +326,7 @@ def submit_report(
     digest = content_hash(env.hostname, env.sections)
     now = timezone.now()
 
-    existing = next(iter(Upload.objects.filter(cluster=cluster, content_hash=digest).only("pk", "host_id", "status")
-                         .order_by()), None)  # unique (cluster, content_hash): no ORDER BY needed
-    if existing is not None:
-        Host.objects.filter(pk=existing.host_id).update(last_seen_at=now)
-        return existing, False
-
+    # The host first: a resent report names a known host, whose last_seen_at it refreshes too.
     host_id = _touch_host(cluster.pk, env.hostname, now)
     if host_id is None:  # a new host: INSERT it (another request may just have done so)
         try:
@@ -340,20 +335,40 @@ def submit_report(
             host_id = _touch_host(cluster.pk, env.hostname, now)
             if host_id is None:
                 raise
-    fields = dict(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
-                  raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
-                  agent_version=env.agent_version)
-    try:
-        upload = _insert(Upload, **fields)
-        # Enqueue only after COMMIT, or the worker may not see the row yet (at once in autocommit).
-        transaction.on_commit(lambda: enqueue_upload(upload.pk))
-    except IntegrityError:
-        # The same report raced in from another request; the first one wins.
-        existing = Upload.objects.filter(cluster=cluster, content_hash=digest).first()
-        if existing is None:
-            raise
+    upload = Upload(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
+                    raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
+                    agent_version=env.agent_version, received_at=now)
+    # One INSERT ... ON CONFLICT DO NOTHING: a report already stored in this cluster (resent, or
+    # racing in from another request; unique cluster + content_hash) inserts nothing.
+    upload.pk = _insert_new(upload, conflict=("cluster_id", "content_hash"))
+    if upload.pk is None:
+        existing = Upload.objects.filter(cluster=cluster, content_hash=digest).order_by().first()
+        if existing is None:  # pragma: no cover - the conflicting row cannot vanish: uploads are never deleted
+            raise IntegrityError(f"upload of {env.hostname} conflicted with a row that is gone")
         return existing, False
+    upload._state.adding = False
+    # Enqueue only after COMMIT, or the worker may not see the row yet (at once in autocommit).
+    transaction.on_commit(lambda: enqueue_upload(upload.pk))
     return upload, True
+
+
+def _insert_new(obj, *, conflict: tuple[str, ...]) -> int | None:
+    """INSERT ``obj`` unless a row with the same ``conflict`` columns exists; its new id, or None.
+
+    One statement (PostgreSQL and SQLite >= 3.35 both read ``ON CONFLICT ... DO NOTHING
+    RETURNING``); the columns and values come from the model's own fields, so the statement
+    follows the model."""
+    meta = obj._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    values = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+    sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+           f"VALUES ({', '.join(['%s'] * len(fields))}) "
+           f"ON CONFLICT ({', '.join(quote(c) for c in conflict)}) DO NOTHING RETURNING {quote(meta.pk.column)}")
+    with connection.cursor() as cur:
+        cur.execute(sql, values)
+        row = cur.fetchone()
+    return row[0] if row else None
 
 
 def _insert(model, **fields):
