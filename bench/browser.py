@@ -67,6 +67,7 @@ def run(runs: int = 7) -> list[Measure]:
     port = _free_port()
     env = {**os.environ, "TOPOWEB_DEBUG": "1", "TOPOWEB_LOG_LEVEL": "WARNING"}
     env.pop("TOPOWEB_BROKER_URL", None)
+    (ROOT / "bench" / "results").mkdir(exist_ok=True)  # a fresh clone has none yet
     log = open(ROOT / "bench" / "results" / "browser-server.log", "wb")
     server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
