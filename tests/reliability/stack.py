@@ -173,10 +173,15 @@ class Stack:
         """The cluster's first token (the command prints it on its last line)."""
         return self.manage("create_cluster", name).strip().splitlines()[-1].strip()
 
-    def start_server(self) -> None:
+    def start_server(self, *, gunicorn: bool = False) -> None:
+        """``runserver`` (threaded), or with ``gunicorn`` the production server of
+        docs/ingestion.md (3 gthread workers x 4 threads)."""
         log = open(self.workdir / "server.log", "ab")
-        self.server = subprocess.Popen([PYTHON, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
-                                       cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        argv = ([PYTHON, "-m", "gunicorn", "topoweb.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+                 "--workers", "3", "--worker-class", "gthread", "--threads", "4", "--backlog", "2048",
+                 "--log-level", "warning"] if gunicorn
+                else [PYTHON, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"])
+        self.server = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
         wait_port(self.port, 60)
 
