@@ -1,6 +1,6 @@
 """Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
 
-    python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--spread 20] [--full]
+    python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--rates 10,25,50,100] [--full]
                            [--workers 1,2] [--web-workers 3] [--web-threads 4]
     python -m bench ingest          (same figures, default sizes)
 
@@ -17,7 +17,9 @@ with 50 concurrent agents the API accept latency p95 < 50 ms and no upload is lo
    processes x ``--web-threads`` threads, backlog 2048; see docs/ingestion.md), on the same
    database, with the Redis broker and one worker; 50 threads each POST ``--per-agent`` distinct
    reports, retrying connection errors as the agent does; every agent-perceived accept latency is
-   kept; afterwards every upload must be stored and reach ``done``.
+   kept; afterwards every upload must be stored and reach ``done``. Once per offered rate
+   (``--rates``: the posts arrive at uniformly random instants, that many per second on
+   average), then once with every agent posting back to back from the same instant.
 """
 
 from __future__ import annotations
@@ -176,11 +178,15 @@ def _start_server(port: int, web_workers: int, web_threads: int) -> subprocess.P
                             cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers: int = 3,
+def bench_latency(agents: int, per_agent: int, rate: float = 0.0, web_workers: int = 3,
                   web_threads: int = 4) -> dict:
+    """``rate`` 0: every agent posts its reports back to back from the same instant (closed loop).
+    Otherwise each post is scheduled at a random instant of a window of ``agents * per_agent /
+    rate`` seconds (uniform arrivals: ``rate`` reports per second offered on average)."""
     from apps.ingest.models import Upload
 
-    cluster, token = _fresh_cluster(f"bench-latency-{int(spread)}s")
+    cluster, token = _fresh_cluster(f"bench-latency-{rate:g}-per-s" if rate else "bench-latency-burst")
+    window = agents * per_agent / rate if rate else 0.0
     port = _free_port()
     server = _start_server(port, web_workers, web_threads)
     worker = _start_worker()
@@ -192,12 +198,18 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers:
     lock = threading.Lock()
     barrier = threading.Barrier(agents)
 
+    start_at = [0.0]
+
     def agent(a: int) -> None:
-        barrier.wait()
         rng = random.Random(a)
-        for data in bodies[a]:
-            if spread:
-                time.sleep(rng.uniform(0, spread))  # agents started by cron, not in lockstep
+        when = sorted(rng.uniform(0, window) for _ in bodies[a])  # seconds after the start
+        if barrier.wait() == 0:
+            start_at[0] = time.perf_counter()
+        barrier.wait()
+        for at, data in zip(when, bodies[a]):
+            delay = start_at[0] + at - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
             req = urllib.request.Request(url, data=data, method="POST", headers={
                 "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
             t0 = time.perf_counter()
@@ -247,8 +259,9 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers:
     latencies.sort()
     p = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 1) if latencies else None  # noqa
     return {"agents": agents, "server": f"gunicorn gthread {web_workers}x{web_threads}", "worker_nice": WORKER_NICE,
-            "spread_seconds": spread, "offered_per_second": round(sent / spread, 1) if spread
-            else "closed loop", "reports_sent": sent, "accepted_202": len(latencies),
+            "offered_per_second": rate if rate else "all at once, back to back", "window_seconds": round(window, 1),
+            "accepted_per_second": round(len(latencies) / wall, 1), "reports_sent": sent,
+            "accepted_202": len(latencies),
             "retried_connection_errors": len(errors), "errors": sorted(set(errors))[:3],
             "stored": stored, "processed_done": done, "lost": sent - stored,
             "latency_ms_p50": p(0.50), "latency_ms_p95": p(0.95), "latency_ms_max": round(max(latencies), 1)
@@ -257,7 +270,8 @@ def bench_latency(agents: int, per_agent: int, spread: float = 0.0, web_workers:
 
 
 def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False,
-        spread: float = 20.0, workers: tuple[int, ...] = (1, 2), web_workers: int = 3, web_threads: int = 4) -> dict:
+        rates: tuple[float, ...] = (10, 25, 50, 100), workers: tuple[int, ...] = (1, 2), web_workers: int = 3,
+        web_threads: int = 4) -> dict:
     _setup()
     out = {}
     if reports:
@@ -266,11 +280,13 @@ def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = F
     if full:
         out["throughput_full_lspci_vvv"] = bench_throughput(max(20, reports // 10), full=True)
     if agents:
-        # Burst: every agent posts back to back at the same instant (worst case, queueing-bound).
+        # Offered rates: the agents' posts arrive at random instants, RATE per second on average
+        # (agents started by cron or a scheduler, not in lockstep).
+        for rate in rates:
+            out[f"latency_{rate:g}_per_s"] = bench_latency(agents, per_agent, rate, web_workers, web_threads)
+        # Burst: every agent posts back to back from the same instant (closed loop: worst case,
+        # bound by how fast two cores accept, not by waiting).
         out["latency_burst"] = bench_latency(agents, per_agent, 0.0, web_workers, web_threads)
-        # Spread: each post waits a random 0..spread s first, as cron-started agents do.
-        if spread:
-            out["latency_spread"] = bench_latency(agents, per_agent, spread, web_workers, web_threads)
     return out
 
 
@@ -285,8 +301,8 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--per-agent", type=int, default=4)
     parser.add_argument("--full", action="store_true", help="also time reports carrying a 927 KB lspci -vvv")
-    parser.add_argument("--spread", type=float, default=20.0,
-                        help="second latency run: each post waits random 0..SPREAD s (0: skip)")
+    parser.add_argument("--rates", default="10,25,50,100",
+                        help="offered reports per second of the latency runs (then one all-at-once burst)")
     parser.add_argument("--workers", default="1,2", help="Celery worker counts for the throughput runs")
     parser.add_argument("--web-workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
@@ -295,6 +311,7 @@ if __name__ == "__main__":
                              "share cores, as docs/ingestion.md advises)")
     args = parser.parse_args()
     WORKER_NICE = args.worker_nice
-    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full, args.spread,
+    print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full,
+                         tuple(float(r) for r in args.rates.split(",") if r),
                          tuple(int(k) for k in args.workers.split(",") if k), args.web_workers, args.web_threads),
                      indent=2))
