@@ -224,6 +224,7 @@ def test_command_timeout_is_recorded(tmp_path, fake_bin):
     ["--server", "http://x"],                      # no token
     ["--server", "ftp://x", "--token", "t"],       # bad URL
     ["--bogus"],
+    ["--dry-run", "--splay", "-1"],                # a negative splay
 ])
 def test_usage_errors_exit_2(args):
     result = run_agent(*args)
@@ -265,10 +266,7 @@ def test_unreachable_server_exits_4_after_retries(tmp_path):
     assert result.stderr.count("retrying") == 2 and "gave up after 3 attempts" in result.stderr
 
 
-def test_5xx_is_retried_until_accepted(tmp_path):
-    answers = [503, 500, 202]
-    seen = []
-
+def _fake_server(answers: list[int], seen: list) -> http.server.HTTPServer:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             seen.append((self.headers["Authorization"], json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
@@ -287,6 +285,32 @@ def test_5xx_is_retried_until_accepted(tmp_path):
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_splay_waits_a_random_time_within_the_window_then_sends(tmp_path):
+    seen: list = []
+    server = _fake_server([202], seen)
+    captures = tmp_path / "cap"
+    captures.mkdir()
+    shutil.copy(TOPO, captures / "nvidia_smi_topo.txt")
+    try:
+        result = run_agent("--from-dir", str(captures), "--server", f"http://127.0.0.1:{server.server_port}",
+                           "--splay", "0.3", env={"TOPOWEB_TOKEN": "tw_secret"})
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    waited = re.search(r"waiting ([0-9.]+)s before sending \(--splay 0.3\)", result.stderr)
+    assert waited and 0 <= float(waited.group(1)) <= 0.3, result.stderr
+    assert len(seen) == 1 and "upload 7" in result.stderr
+    # nothing is sent with --dry-run, so there is nothing to wait for
+    dry = run_agent("--from-dir", str(captures), "--dry-run", "--splay", "30", timeout=20)
+    assert dry.returncode == 0 and "waiting" not in dry.stderr
+
+
+def test_5xx_is_retried_until_accepted(tmp_path):
+    seen: list = []
+    server = _fake_server([503, 500, 202], seen)
     try:
         captures = tmp_path / "cap"
         captures.mkdir()

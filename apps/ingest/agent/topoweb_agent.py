@@ -778,6 +778,9 @@ def build_parser():
     p.add_argument("--retry-wait", type=float, default=2.0,
                    help="first retry delay in seconds, doubled each time up to 60 (default 2)")
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds to wait for the server (default 30)")
+    p.add_argument("--splay", type=float, default=0.0, metavar="SECONDS",
+                   help="wait a random 0..SECONDS after collecting, before sending (default 0): when a whole "
+                        "fleet runs the agent from cron at the same minute, its reports then arrive spread out")
     p.add_argument("--quiet", action="store_true", help="print errors only")
     p.add_argument("--version", action="version", version="topoweb-agent " + AGENT_VERSION)
     p.add_argument("--include-nccl-env", action="store_true",
@@ -804,8 +807,9 @@ def main(argv=None):
             parser.error("--server must start with http:// or https://, got %r" % args.server)
         if not args.token:
             parser.error("--token (or TOPOWEB_TOKEN) is required to send a report")
-    if args.timeout <= 0 or args.retries < 0 or args.retry_wait < 0:
-        parser.error("--timeout must be positive, --retries and --retry-wait not negative")
+    if args.timeout <= 0 or args.retries < 0 or args.retry_wait < 0 or not 0 <= args.splay <= 86400:
+        parser.error("--timeout must be positive, --retries and --retry-wait not negative, "
+                     "--splay between 0 and 86400 seconds")
 
     if args.from_dir:
         report = report_from_dir(args.from_dir, args.hostname)
@@ -835,6 +839,10 @@ def main(argv=None):
         say("saved the report to %s" % args.output)
         if not args.server:
             return EXIT_OK
+    if args.splay > 0:
+        delay = random.uniform(0, args.splay)
+        say("waiting %.1fs before sending (--splay %g)" % (delay, args.splay))
+        time.sleep(delay)
     send(args.server, args.token, report, args.retries, args.retry_wait, args.http_timeout)
     return EXIT_OK
 
