@@ -181,6 +181,11 @@ KNOWN_VENDORS: tuple[str, ...] = tuple(
     )
 )
 
+# The same vendors by their first word (a name can only start with a vendor of its own first word).
+_VENDORS_BY_WORD: dict[str, tuple[str, ...]] = {}
+for _vendor in KNOWN_VENDORS:
+    _VENDORS_BY_WORD[_vendor.split(" ", 1)[0]] = _VENDORS_BY_WORD.get(_vendor.split(" ", 1)[0], ()) + (_vendor,)
+
 _HEADER_RE = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) "
     r"(?P<cls>[^:\[]+?)(?: \[(?P<cc>[0-9a-fA-F]{4})\])?: (?P<rest>.*)$"
@@ -331,7 +336,7 @@ def parse(text: str) -> LspciVerbose:
                 dev["rev"] = t.group("rev").lower() if t.group("rev") else None
                 dev["prog_if"] = t.group("pi").lower() if t.group("pi") else None
                 vendor = None
-                for known in KNOWN_VENDORS:
+                for known in _VENDORS_BY_WORD.get(name.split(" ", 1)[0], ()):  # longest first
                     if name.startswith(known + " "):
                         vendor = known
                         break
