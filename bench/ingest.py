@@ -1,7 +1,7 @@
 """Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
 
     python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--rates 10,25,50,100] [--full]
-                           [--workers 1,2] [--web-workers 3] [--web-threads 4]
+                           [--repeat 3] [--workers 1,2] [--web-workers 3] [--web-threads 4]
     python -m bench ingest          (same figures, default sizes)
 
 Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest,
@@ -269,24 +269,58 @@ def bench_latency(agents: int, per_agent: int, rate: float = 0.0, web_workers: i
             "accept_wall_seconds": round(wall, 2), "target_p95_ms": 50}
 
 
+# Figures of one run that are summarised over the repeats (median, p10-p90), with their targets.
+SUMMARISED = {"reports_per_second": 50, "worker_cpu_ms_per_report": None, "accepted_per_second": None,
+              "latency_ms_p50": None, "latency_ms_p95": 50, "latency_ms_max": None}
+
+
+def _combine(runs: list[dict], **targets: float) -> dict:
+    """One entry of the result from repeated runs: each SUMMARISED figure as {median, p10, p90,
+    runs, target}; counts of lost, stored and processed uploads added up over the runs; the raw
+    runs kept under "runs"."""
+    from bench.timing import summarize
+
+    out: dict = {}
+    for key, target in {**SUMMARISED, **targets}.items():
+        values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+        if values:
+            m = summarize(key, values)
+            out[key] = {"median": round(m.median_ms, 2), "p10": round(m.p10_ms, 2), "p90": round(m.p90_ms, 2),
+                        "runs": len(values), "target": target}
+    for key in ("reports_sent", "stored", "processed_done", "lost", "done", "retried_connection_errors"):
+        if all(isinstance(r.get(key), int) for r in runs):
+            out[key] = sum(r[key] for r in runs)
+    out["runs"] = runs
+    return out
+
+
 def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False,
         rates: tuple[float, ...] = (10, 25, 50, 100), workers: tuple[int, ...] = (1, 2), web_workers: int = 3,
-        web_threads: int = 4) -> dict:
+        web_threads: int = 4, repeat: int = 3) -> dict:
     _setup()
     out = {}
     if reports:
         for k in workers:
-            out["throughput" if k == 1 else f"throughput_{k}_workers"] = bench_throughput(reports, False, k)
+            out["throughput" if k == 1 else f"throughput_{k}_workers"] = _combine(
+                [bench_throughput(reports, False, k) for _ in range(repeat)], reports_per_second=50 * k)
+        if 1 in workers and len(workers) > 1:
+            one = out["throughput"]["reports_per_second"]["median"]
+            for k in workers[1:]:
+                many = out[f"throughput_{k}_workers"]["reports_per_second"]["median"]
+                out[f"scaling_{k}_workers"] = {"value": round(many / one, 2), "note": f"linear = {k}"}
     if full:
-        out["throughput_full_lspci_vvv"] = bench_throughput(max(20, reports // 10), full=True)
+        out["throughput_full_lspci_vvv"] = _combine(
+            [bench_throughput(max(20, reports // 10), full=True) for _ in range(repeat)])
     if agents:
         # Offered rates: the agents' posts arrive at random instants, RATE per second on average
         # (agents started by cron or a scheduler, not in lockstep).
         for rate in rates:
-            out[f"latency_{rate:g}_per_s"] = bench_latency(agents, per_agent, rate, web_workers, web_threads)
+            out[f"latency_{rate:g}_per_s"] = _combine(
+                [bench_latency(agents, per_agent, rate, web_workers, web_threads) for _ in range(repeat)])
         # Burst: every agent posts back to back from the same instant (closed loop: worst case,
         # bound by how fast two cores accept, not by waiting).
-        out["latency_burst"] = bench_latency(agents, per_agent, 0.0, web_workers, web_threads)
+        out["latency_burst"] = _combine(
+            [bench_latency(agents, per_agent, 0.0, web_workers, web_threads) for _ in range(repeat)])
     return out
 
 
@@ -306,6 +340,7 @@ if __name__ == "__main__":
     parser.add_argument("--workers", default="1,2", help="Celery worker counts for the throughput runs")
     parser.add_argument("--web-workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (median and spread)")
     parser.add_argument("--worker-nice", type=int, default=0,
                         help="nice level of the Celery workers (10: the API keeps the CPU it needs when they "
                              "share cores, as docs/ingestion.md advises)")
@@ -313,5 +348,6 @@ if __name__ == "__main__":
     WORKER_NICE = args.worker_nice
     print(json.dumps(run(args.reports, args.agents, args.per_agent, args.full,
                          tuple(float(r) for r in args.rates.split(",") if r),
-                         tuple(int(k) for k in args.workers.split(",") if k), args.web_workers, args.web_threads),
+                         tuple(int(k) for k in args.workers.split(",") if k), args.web_workers, args.web_threads,
+                         args.repeat),
                      indent=2))
