@@ -27,11 +27,37 @@ TOPO = DEMO / "topo" / "sglang_30401_8xh100_hbm3_8nic.txt"
 LSPCI_TREE = DEMO / "lspci_tree" / "stelline_asus_esc8000a_e12.txt"
 
 
-def run_agent(*args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+def _python36() -> str | None:
+    """A Python 3.6 interpreter (the oldest the agent supports), when this machine has one."""
+    found = shutil.which("python3.6")
+    candidates = ([found] if found else []) + sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.6.*/bin/python3.6"))
+    for path in candidates:
+        try:
+            out = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip() == "(3, 6)":
+            return path
+    return None
+
+
+PYTHON36 = _python36()
+# The agent runs under the suite's Python and, where one is installed, the oldest it supports.
+AGENT_PYTHONS = [pytest.param(sys.executable, id="python-suite"),
+                 pytest.param(PYTHON36, id="python3.6", marks=pytest.mark.skipif(
+                     PYTHON36 is None, reason="no Python 3.6 interpreter on this machine (python3.6 / pyenv)"))]
+
+
+def run_agent(*args: str, env: dict | None = None, timeout: int = 60, python: str | None = None
+              ) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TOPOWEB_TOKEN", None) if "TOPOWEB_TOKEN" not in (env or {}) else None
-    return subprocess.run([sys.executable, str(AGENT), *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
+    if python and python != sys.executable:
+        # another interpreter: none of the suite's virtualenv or PYTHON* settings
+        full_env = {k: v for k, v in full_env.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    return subprocess.run([python or sys.executable, str(AGENT), *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
 
 
 # ------------------------------------------------------------------------------------- syntax
@@ -151,12 +177,13 @@ def make_fake_sysfs(root: Path) -> None:
     (root / "module" / "nvidia" / "version").write_text("570.133.20\n")
 
 
-def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin):
+@pytest.mark.parametrize("python", AGENT_PYTHONS)
+def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin, python):
     bin_dir, log = fake_bin
     sysfs = tmp_path / "sys"
     make_fake_sysfs(sysfs)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    result = run_agent("--dry-run", "--hostname", "node-7", "--sysfs-root", str(sysfs), env=env)
+    result = run_agent("--dry-run", "--hostname", "node-7", "--sysfs-root", str(sysfs), env=env, python=python)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["schema"] == "topoweb.report/1" and report["hostname"] == "node-7"
@@ -325,7 +352,8 @@ def test_5xx_is_retried_until_accepted(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_agent_end_to_end_against_live_server(live_server, tmp_path):
+@pytest.mark.parametrize("python", AGENT_PYTHONS)
+def test_agent_end_to_end_against_live_server(live_server, tmp_path, python):
     from apps.ingest import services
 
     cluster = services.create_cluster(name="live")
@@ -339,7 +367,7 @@ def test_agent_end_to_end_against_live_server(live_server, tmp_path):
         shutil.copy(DEMO / rel, captures / f"{kind}.txt")
     (captures / "hostname.txt").write_text("esc8000-01\n")
 
-    result = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", secret)
+    result = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", secret, python=python)
     assert result.returncode == 0, result.stderr
     upload = Upload.objects.get(cluster=cluster)
     assert upload.status == "done", upload.error
@@ -347,11 +375,11 @@ def test_agent_end_to_end_against_live_server(live_server, tmp_path):
     assert json.loads(upload.raw)["sections"]["lspci_verbose"] == (captures / "lspci_verbose.txt").read_text()
     assert Snapshot.objects.get(upload=upload).gpu_count == 4
 
-    again = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", secret)
+    again = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", secret, python=python)
     assert again.returncode == 0 and "already had this report" in again.stderr
     assert Upload.objects.filter(cluster=cluster).count() == 1
 
-    bad = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", "tw_wrong")
+    bad = run_agent("--from-dir", str(captures), "--server", live_server.url, "--token", "tw_wrong", python=python)
     assert bad.returncode == 3 and "401" in bad.stderr
 
     served = tmp_path / "served_agent.py"
