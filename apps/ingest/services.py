@@ -326,15 +326,10 @@ def submit_report(
     digest = content_hash(env.hostname, env.sections)
     now = timezone.now()
 
-    # The host first: a resent report names a known host, whose last_seen_at it refreshes too.
-    host_id = _touch_host(cluster.pk, env.hostname, now)
-    if host_id is None:  # a new host: INSERT it (another request may just have done so)
-        try:
-            host_id = _insert(Host, cluster=cluster, hostname=env.hostname, last_seen_at=now).pk
-        except IntegrityError:
-            host_id = _touch_host(cluster.pk, env.hostname, now)
-            if host_id is None:
-                raise
+    # The host first (a resent report names a known host, whose last_seen_at it refreshes too):
+    # one upsert, INSERT for a new host or UPDATE of last_seen_at for a known one.
+    host_id = _insert_new(Host(cluster=cluster, hostname=env.hostname, last_seen_at=now),
+                          conflict=("cluster_id", "hostname"), update=("last_seen_at",))
     upload = Upload(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
                     raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
                     agent_version=env.agent_version, received_at=now)
@@ -352,41 +347,25 @@ def submit_report(
     return upload, True
 
 
-def _insert_new(obj, *, conflict: tuple[str, ...]) -> int | None:
-    """INSERT ``obj`` unless a row with the same ``conflict`` columns exists; its new id, or None.
+def _insert_new(obj, *, conflict: tuple[str, ...], update: tuple[str, ...] = ()) -> int | None:
+    """INSERT ``obj`` unless a row with the same ``conflict`` columns exists; the new row's id, or
+    None. With ``update`` columns, an existing row gets those columns from ``obj`` instead and
+    its id is returned (an upsert).
 
-    One statement (PostgreSQL and SQLite >= 3.35 both read ``ON CONFLICT ... DO NOTHING
-    RETURNING``); the columns and values come from the model's own fields, so the statement
-    follows the model."""
+    One statement (PostgreSQL and SQLite >= 3.35 both read ``ON CONFLICT ... DO NOTHING / DO
+    UPDATE ... RETURNING``); the columns and values come from the model's own fields, so the
+    statement follows the model."""
     meta = obj._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     values = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+    action = ("DO UPDATE SET " + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in update)) if update \
+        else "DO NOTHING"
     sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
            f"VALUES ({', '.join(['%s'] * len(fields))}) "
-           f"ON CONFLICT ({', '.join(quote(c) for c in conflict)}) DO NOTHING RETURNING {quote(meta.pk.column)}")
+           f"ON CONFLICT ({', '.join(quote(c) for c in conflict)}) {action} RETURNING {quote(meta.pk.column)}")
     with connection.cursor() as cur:
         cur.execute(sql, values)
-        row = cur.fetchone()
-    return row[0] if row else None
-
-
-def _insert(model, **fields):
-    """``model.objects.create(**fields)``: in autocommit one INSERT, its own transaction (no
-    BEGIN/COMMIT round trips); inside a caller's transaction within a savepoint, so that an
-    IntegrityError (a duplicate raced in) does not break that transaction."""
-    if transaction.get_connection().in_atomic_block:
-        with transaction.atomic():
-            return model.objects.create(**fields)
-    return model.objects.create(**fields)
-
-
-def _touch_host(cluster_id: int, hostname: str, now: datetime) -> int | None:
-    """Set ``last_seen_at`` of a known host and return its id, in one statement; None when new."""
-    table = connection.ops.quote_name(Host._meta.db_table)
-    with connection.cursor() as cur:
-        cur.execute(f"UPDATE {table} SET last_seen_at = %s WHERE cluster_id = %s AND hostname = %s RETURNING id",
-                    [connection.ops.adapt_datetimefield_value(now), cluster_id, hostname])
         row = cur.fetchone()
     return row[0] if row else None
 
