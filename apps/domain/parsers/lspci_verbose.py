@@ -214,6 +214,12 @@ _ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "
 _ACS_RE = {flag: re.compile(flag + r"([+-])") for flag in _ACS_FLAGS}
 _ORPHAN_KEYS = frozenset({"LnkCap", "LnkSta", "LnkCap2", "LnkCtl2", "LnkSta2", "LnkCtl", "DevSta", "DevCap", "DevCtl"})
 
+# Keys of the detail lines parse() reads; every other detail line is skipped.
+_READ_KEYS = frozenset({
+    "Capabilities", "LnkCap", "LnkSta", "LnkCap2", "LnkCtl2", "LnkSta2", "HeaderLog", "ACSCap", "ACSCtl", "ATSCtl",
+    "NUMA node", "IOMMU group", "Kernel driver in use", "Kernel modules", "Physical Slot", "Bus", "Subsystem",
+})
+
 _DETECT_HEADER_RE = re.compile(
     r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: ", re.MULTILINE
 )
@@ -369,6 +375,8 @@ def parse(text: str) -> LspciVerbose:
         if dev is None or orphan_mode:
             if key in _ORPHAN_KEYS:
                 orphans.append(line_no)
+            continue
+        if key not in _READ_KEYS:  # most detail lines (Control, Status, Region, DevCap, ...): one set lookup
             continue
         rest = rest.strip()
         if key == "Capabilities":
