@@ -347,18 +347,22 @@ def submit_report(
     return upload, True
 
 
-def _insert_new(obj, *, conflict: tuple[str, ...], update: tuple[str, ...] = ()) -> int | None:
+def _insert_new(obj, *, conflict: tuple[str, ...], update: tuple[str, ...] = (),
+                prepared: dict[str, Any] | None = None) -> int | None:
     """INSERT ``obj`` unless a row with the same ``conflict`` columns exists; the new row's id, or
     None. With ``update`` columns, an existing row gets those columns from ``obj`` instead and
     its id is returned (an upsert).
 
     One statement (PostgreSQL and SQLite >= 3.35 both read ``ON CONFLICT ... DO NOTHING / DO
     UPDATE ... RETURNING``); the columns and values come from the model's own fields, so the
-    statement follows the model."""
+    statement follows the model. ``prepared`` maps field names to values already in database
+    form (a JSON field's serialised text), sent as they are."""
     meta = obj._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    values = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+    prepared = prepared or {}
+    values = [prepared[f.name] if f.name in prepared and prepared[f.name] is not None
+              else f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
     action = ("DO UPDATE SET " + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in update)) if update \
         else "DO NOTHING"
     sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
@@ -405,6 +409,7 @@ def enqueue_upload(upload_id: int) -> bool:
 class _Outcome:
     document: dict | None = None
     error: dict | None = None
+    document_json: str | None = None  # ``document`` serialised (once: it is what the database stores)
 
 
 def _error_dict(exc: ParseError, sections: dict[str, str]) -> dict:
@@ -436,10 +441,11 @@ def _analyze(raw: str) -> _Outcome:
         return _Outcome(error={"section": None, "line_no": 0, "line": "",
                                "reason": f"internal error while analysing the report: {type(exc).__name__}: {exc}"})
     try:
-        json.dumps(document, allow_nan=False)  # C speed; NaN/Infinity are rare
+        text = json.dumps(document, allow_nan=False)  # C speed; NaN/Infinity are rare
     except ValueError:
         document = _json_safe(document)
-    return _Outcome(document=document)
+        text = json.dumps(document, allow_nan=False)
+    return _Outcome(document=document, document_json=text)
 
 
 def _json_safe(value: Any) -> Any:
@@ -494,10 +500,13 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
             return Upload.Status.FAILED
         fields = {"host_id": upload.host_id, "collected_at": upload.collected_at or upload.received_at,
                   **_snapshot_fields(outcome.document)}
-        # One INSERT ... ON CONFLICT (upload_id) DO UPDATE: the document is serialised and sent
-        # once (update_or_create took a locking SELECT, a savepoint and the INSERT).
-        Snapshot.objects.bulk_create([Snapshot(upload_id=upload.pk, **fields)], update_conflicts=True,
-                                     unique_fields=["upload"], update_fields=["built_at", *fields])
+        # One INSERT ... ON CONFLICT (upload_id) DO UPDATE (a rebuild replaces the snapshot), with
+        # the document as the JSON text _analyze already made (update_or_create took a locking
+        # SELECT, a savepoint and the INSERT, and serialised the document again).
+        snapshot = Snapshot(upload_id=upload.pk, **fields)
+        _insert_new(snapshot, conflict=("upload_id",),
+                    update=tuple(Snapshot._meta.get_field(name).column for name in ("built_at", *fields)),
+                    prepared={"document": outcome.document_json})
         rows.update(status=Upload.Status.DONE, error=None, finished_at=now)
     return Upload.Status.DONE
 

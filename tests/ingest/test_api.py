@@ -145,6 +145,25 @@ def test_analysis_crash_fails_the_upload_and_is_never_a_500(agent_client, post, 
     assert upload.status == "failed" and "bug in analysis" in upload.error["reason"]
 
 
+def test_nan_and_infinity_in_a_document_are_stored_as_null(agent_client, post, monkeypatch):
+    import apps.domain.analysis as analysis
+
+    real = analysis.analyze_host
+
+    def with_nan(sections, hostname):
+        result = real(sections, hostname)
+        result.doc["estimate"]["odd"] = [float("nan"), float("inf"), {"x": -float("inf")}, 1.5]
+        return result
+
+    monkeypatch.setattr(analysis, "analyze_host", with_nan)
+    resp = post(agent_client, report())
+    upload = Upload.objects.get(pk=resp.json()["upload_id"])
+    assert upload.status == "done", upload.error
+    document = Snapshot.objects.get(upload=upload).document
+    assert isinstance(document, dict) and document["estimate"]["odd"] == [None, None, {"x": None}, 1.5]
+    assert Snapshot.objects.filter(upload=upload, document__summary__gpu_count=8).exists()  # a JSON object
+
+
 @pytest.mark.parametrize("header", [None, "Bearer nope", "Basic abc", "Bearer "])
 def test_missing_or_bad_token_is_401(post, header):
     client = Client(HTTP_AUTHORIZATION=header) if header else Client()
