@@ -1,7 +1,7 @@
 """Ingestion benchmark: worker throughput and API accept latency under concurrent agents.
 
     python bench/ingest.py [--reports 200] [--agents 50] [--per-agent 4] [--rates 10,25,50,100] [--full]
-                           [--repeat 3] [--workers 1,2] [--web-workers 3] [--web-threads 4]
+                           [--repeat 3] [--workers 1,2] [--web-workers 2] [--web-threads 4]
     python -m bench ingest          (same figures, default sizes)
 
 Needs PostgreSQL (TOPOWEB_BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest,
@@ -178,7 +178,7 @@ def _start_server(port: int, web_workers: int, web_threads: int) -> subprocess.P
                             cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def bench_latency(agents: int, per_agent: int, rate: float = 0.0, web_workers: int = 3,
+def bench_latency(agents: int, per_agent: int, rate: float = 0.0, web_workers: int = 2,
                   web_threads: int = 4) -> dict:
     """``rate`` 0: every agent posts its reports back to back from the same instant (closed loop).
     Otherwise each post is scheduled at a random instant of a window of ``agents * per_agent /
@@ -295,7 +295,7 @@ def _combine(runs: list[dict], **targets: float) -> dict:
 
 
 def run(reports: int = 200, agents: int = 50, per_agent: int = 4, full: bool = False,
-        rates: tuple[float, ...] = (10, 25, 50, 100), workers: tuple[int, ...] = (1, 2), web_workers: int = 3,
+        rates: tuple[float, ...] = (10, 25, 50, 100), workers: tuple[int, ...] = (1, 2), web_workers: int = 2,
         web_threads: int = 4, repeat: int = 3) -> dict:
     _setup()
     out = {}
@@ -338,7 +338,7 @@ if __name__ == "__main__":
     parser.add_argument("--rates", default="10,25,50,100",
                         help="offered reports per second of the latency runs (then one all-at-once burst)")
     parser.add_argument("--workers", default="1,2", help="Celery worker counts for the throughput runs")
-    parser.add_argument("--web-workers", type=int, default=3, help="gunicorn worker processes")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (one per core)")
     parser.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (median and spread)")
     parser.add_argument("--worker-nice", type=int, default=0,

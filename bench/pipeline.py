@@ -2,7 +2,7 @@
 
 For 1 and then 2 workers (``celery -A topoweb worker -P solo`` processes), a fresh private
 PostgreSQL and Redis (``tests.reliability.stack``; nothing shared is touched), the server as in
-production (gunicorn, 3 gthread workers x 4 threads, DEBUG off, ``TOPOWEB_DB_CONN_MAX_AGE=60``;
+production (gunicorn, 2 gthread workers x 4 threads, DEBUG off, ``TOPOWEB_DB_CONN_MAX_AGE=60``;
 docs/ingestion.md) and 16 agent threads POSTing the 1,024 ``bench.synth`` reports (the real
 layouts in turn, one host in eight with a fault). The server and workers first take a few
 warm-up reports each (imports, first connections), outside the clock. Throughput = hosts / (last

@@ -175,10 +175,10 @@ class Stack:
 
     def start_server(self, *, gunicorn: bool = False) -> None:
         """``runserver`` (threaded), or with ``gunicorn`` the production server of
-        docs/ingestion.md (3 gthread workers x 4 threads)."""
+        docs/ingestion.md (2 gthread workers, one per core here, x 4 threads)."""
         log = open(self.workdir / "server.log", "ab")
         argv = ([PYTHON, "-m", "gunicorn", "topoweb.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-                 "--workers", "3", "--worker-class", "gthread", "--threads", "4", "--backlog", "2048",
+                 "--workers", "2", "--worker-class", "gthread", "--threads", "4", "--backlog", "2048",
                  "--log-level", "warning"] if gunicorn
                 else [PYTHON, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"])
         self.server = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
