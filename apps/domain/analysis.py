@@ -161,6 +161,9 @@ class HostAnalysis:
     doc: dict
     graph: nx.Graph | None = field(default=None, compare=False, repr=False)
     results: dict = field(default_factory=dict, compare=False, repr=False)
+    # ``doc`` as JSON text, when freshly analysed (``json.loads(doc_json) == doc``; NaN and
+    # Infinity appear as such): what a store can write without serialising ``doc`` again.
+    doc_json: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def hostname(self) -> str:
@@ -246,8 +249,9 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
     facts = assemble(results, name)
     G = build_host_graph(facts)
     plain = {k: jsonable(v) for k, v in results.items()}  # = parsers.to_jsonable, faster
-    doc = build_document(G, p2p=facts.p2p, results=plain, _plain_results=True)
-    return HostAnalysis(doc, G, plain)
+    with hostgraph_frozen(G):
+        doc, text = _build_document(G, p2p=facts.p2p, results=plain, plain=True)
+    return HostAnalysis(doc, G, plain, text)
 
 
 def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping | None = None,
@@ -257,10 +261,11 @@ def build_document(G: nx.Graph, *, p2p: Mapping | None = None, results: Mapping 
     ``_plain_results``: ``results`` are already ``to_jsonable`` output (analyze_host), so the
     findings need not convert them again."""
     with hostgraph_frozen(G):  # nothing below changes G: PCIe chains are looked up once
-        return _build_document(G, p2p=p2p, results=results, plain=_plain_results)
+        return _build_document(G, p2p=p2p, results=results, plain=_plain_results)[0]
 
 
-def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None, plain: bool) -> dict:
+def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None, plain: bool) -> tuple[dict, str]:
+    """(document, the document as JSON text)."""
     p2p = p2p if p2p is not None else G.graph.get("p2p")
     routes, pairs = paths.all_gpu_pairs(G, p2p=p2p)
     unreported = G.graph.get("nvlink_reported") is False
@@ -303,7 +308,8 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     if unreported:
         _nvlink_unreported(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {}, plain=plain)
-    return json.loads(json.dumps(doc, default=_jsonable))
+    text = json.dumps(doc, default=_jsonable)
+    return json.loads(text), text
 
 
 _TIER_WORDS = {0: "NVLink", 1: "PCIe peer-to-peer inside one PCIe switch", 2: "PCIe peer-to-peer",

@@ -433,18 +433,22 @@ def _analyze(raw: str) -> _Outcome:
         return _Outcome(error={"section": None, "line_no": 0, "line": "", "reason": f"invalid report: {exc}"})
     try:
         # The analysis is ours alone: its document needs no defensive copy (to_dict would copy).
-        document = analyze_host(env.sections, env.hostname).doc
+        analysis = analyze_host(env.sections, env.hostname)
+        document, text = analysis.doc, analysis.doc_json
     except ParseError as exc:
         return _Outcome(error=_error_dict(exc, env.sections))
     except Exception as exc:  # an analysis bug must fail this upload, not the worker or the request
         log.exception("analysis of host %s failed", env.hostname)
         return _Outcome(error={"section": None, "line_no": 0, "line": "",
                                "reason": f"internal error while analysing the report: {type(exc).__name__}: {exc}"})
-    try:
-        text = json.dumps(document, allow_nan=False)  # C speed; NaN/Infinity are rare
-    except ValueError:
-        document = _json_safe(document)
-        text = json.dumps(document, allow_nan=False)
+    # The analysis's own JSON text is stored unless it may hold NaN or Infinity (not JSON;
+    # PostgreSQL rejects them): rare, and then checked exactly (a name containing "NaN" is fine).
+    if text is None or "NaN" in text or "Infinity" in text:
+        try:
+            text = json.dumps(document, allow_nan=False)
+        except ValueError:
+            document = _json_safe(document)
+            text = json.dumps(document, allow_nan=False)
     return _Outcome(document=document, document_json=text)
 
 

@@ -153,7 +153,8 @@ def test_nan_and_infinity_in_a_document_are_stored_as_null(agent_client, post, m
     def with_nan(sections, hostname):
         result = real(sections, hostname)
         result.doc["estimate"]["odd"] = [float("nan"), float("inf"), {"x": -float("inf")}, 1.5]
-        return result
+        # as analyze_host gives it: the JSON text of the document, NaN and Infinity included
+        return analysis.HostAnalysis(result.doc, result.graph, result.results, json.dumps(result.doc))
 
     monkeypatch.setattr(analysis, "analyze_host", with_nan)
     resp = post(agent_client, report())
