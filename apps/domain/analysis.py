@@ -123,7 +123,8 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import networkx as nx
 

@@ -23,7 +23,7 @@ many documents by hostname and answers ``"host/GPU3"`` queries.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from apps.domain.bandwidth import ib_port
 

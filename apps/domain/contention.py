@@ -28,7 +28,7 @@ capacity comes from its child link, where flows through the root port are counte
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import networkx as nx
 

@@ -34,7 +34,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from apps.domain.findings._base import (
     GDR_CLASSES, Ctx, as_float, as_int, as_list, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token, nv_count,

@@ -14,7 +14,8 @@ severity (CRIT, HIGH, MED, LOW, INFO) then rule id then devices.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from apps.domain.findings import fabric, gdr, host, nvlink, pcie
 from apps.domain.findings._base import SEVERITIES, SEVERITY_RANK, Ctx, gpu_sort_key

@@ -9,7 +9,7 @@ Inputs: the document's ``gpu_nic`` (the NIC each GPU uses, its path class, GDR a
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 from apps.domain.findings._base import (
     GDR_CLASSES, Ctx, Rule, as_float, as_list, finding, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token,

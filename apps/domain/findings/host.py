@@ -9,7 +9,7 @@ environment (``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for 
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from apps.domain.findings._base import (
     Ctx, Rule, as_int, as_list, finding, gpu_sort_key, join, normalize_token, nv_count,

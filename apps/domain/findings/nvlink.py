@@ -7,7 +7,7 @@ N03 (fabric manager state) needs ``nvidia-smi -q`` Fabric state, which no parser
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from apps.domain.findings._base import (
     Ctx, Rule, as_float, as_int, as_list, finding, gpu_sort_key, join, nv_count,

@@ -8,7 +8,8 @@ capability), ``contention``; raw ``nvidia_smi_p2p`` tokens, ``lspci_verbose`` AC
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from apps.domain.parsers.host_info import iommu_words, is_passthrough
 from apps.domain.findings._base import (
