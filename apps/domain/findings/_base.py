@@ -145,7 +145,7 @@ def as_list(value: Any) -> list:
     return []
 
 
-_ATOMS = (str, int, float, bool, type(None))
+_ATOMS = frozenset((str, int, float, bool, type(None)))
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -155,16 +155,21 @@ def jsonable(value: Any) -> Any:
     t = type(value)
     if t in _ATOMS:
         return value
+    atoms = _ATOMS
     if t is dict:
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): v if type(v) in atoms else jsonable(v) for k, v in value.items()}
     if t is list or t is tuple:
-        return [jsonable(v) for v in value]
+        return [v if type(v) in atoms else jsonable(v) for v in value]
     names = _FIELDS.get(t)
     if names is None:
         if not dataclasses.is_dataclass(t):
             return to_jsonable(value)  # enums, subclasses of the above
         names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
-    return {name: jsonable(getattr(value, name)) for name in names}
+    out = {}
+    for name in names:  # most fields are atoms: no call for them
+        v = getattr(value, name)
+        out[name] = v if type(v) in atoms else jsonable(v)
+    return out
 
 
 class Ctx:
