@@ -220,16 +220,17 @@ def rule_p03(ctx: Ctx) -> list[dict]:
 # ACS (P04)
 
 _ACS_REDIRECT = ("ReqRedir", "CmpltRedir")
+_ACS_CTL_KEYS = ("acs_ctl", "acsctl", "acs_ctl_flags", "acs", "acs_control")
 
 
 def acs_flags(dev: Mapping) -> dict[str, bool]:
     """ACSCtl flags of an lspci -vvv device as {flag: enabled}, whatever shape the parser used."""
     raw = None
-    for key in ("acs_ctl", "acsctl", "acs_ctl_flags", "acs", "acs_control"):
+    for key in _ACS_CTL_KEYS:
         if dev.get(key) is not None:
             raw = dev[key]
             break
-    if raw is None:
+    if raw is None and not any(key in dev for key in _ACS_CTL_KEYS):  # a shape without those keys
         for k, v in dev.items():
             if "acs" in k.lower() and "cap" not in k.lower() and v is not None:
                 raw = v
