@@ -335,17 +335,19 @@ class _Builder:
         devices = _get(res, "devices", "pci_devices", default=[]) or []
         fields = PCI_FIELDS.get(kind, PCI_FIELDS_GENERIC)
         bridges = _bridges_by_bus(devices) if kind == "lspci_verbose" else {}
+        name_field = fields["class_name"]
         for d in devices:
-            if isinstance(d, dict):
-                v = {k: d.get(src) for k, src in fields.items()}
-            else:
-                v = {k: getattr(d, src, None) for k, src in fields.items()}
+            is_dict = isinstance(d, dict)
             # the graph needs bridges, GPUs/accelerators, NICs and storage; a full lspci -vvv is
-            # mostly uncore/system functions, skipped here for speed
-            cname = v["class_name"]
+            # mostly uncore/system functions, skipped here (before reading their other fields)
+            cname = d.get(name_field) if is_dict else getattr(d, name_field, None)
             if cname is not None and (cname in _SKIP_CLASS_NAMES or (
                     cname not in CLASS_BY_NAME and not _KEEP_CLASS_NAME_RE.search(cname))):
                 continue
+            if is_dict:
+                v = {k: d.get(src) for k, src in fields.items()}
+            else:
+                v = {k: getattr(d, src, None) for k, src in fields.items()}
             class_code = _hex(v["class_code"])
             if class_code is not None and class_code > 0xFFFF:
                 class_code >>= 8  # 0x060400 -> 0x0604
