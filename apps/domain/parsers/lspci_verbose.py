@@ -521,7 +521,18 @@ def parse(text: str) -> LspciVerbose:
             f"{denied} device(s) show 'Capabilities: <access denied>' (lspci ran without root): their link, "
             "port type, ACS and ATS fields are missing, not wrong"
         )
-    return LspciVerbose(tuple(PciFunction(**d) for d in devices), tuple(warnings))
+    return LspciVerbose(tuple(_function(d) for d in devices), tuple(warnings))
+
+
+_FUNCTION_FIELDS = frozenset(PciFunction.__dataclass_fields__)
+
+
+def _function(fields: dict) -> PciFunction:
+    """``PciFunction(**fields)`` without the frozen dataclass's 40 guarded attribute writes (a
+    whole-machine capture has 500 functions): ``fields`` holds exactly the dataclass's fields."""
+    obj = object.__new__(PciFunction)
+    obj.__dict__.update(fields)
+    return obj
 
 
 def _ranges(nums: list[int]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -216,3 +217,15 @@ test_fuzz_any_text, test_fuzz_mutated_real_lines = safety_tests(
     lspci_verbose.parse, "lspci_verbose",
     mutated_lines(fixture_lines("lspci_verbose", MUTATION_SOURCES), max_size=20, reindent=lstrip),
     detect=lspci_verbose.detect)
+
+
+def test_parsed_functions_are_whole_dataclasses():
+    # parse() builds PciFunction records without __init__: every field must be set, and the
+    # records must compare and hash like ones built the normal way
+    fields = lspci_verbose._new_device("0000:00:00.0", 1)
+    assert set(fields) == set(lspci_verbose.PciFunction.__dataclass_fields__)
+    fast = lspci_verbose._function(dict(fields))
+    normal = lspci_verbose.PciFunction(**fields)
+    assert fast == normal and hash(fast) == hash(normal) and repr(fast) == repr(normal)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.bdf = "0000:00:01.0"
