@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from apps.domain.parsers._text import to_jsonable

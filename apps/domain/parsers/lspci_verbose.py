@@ -181,10 +181,12 @@ KNOWN_VENDORS: tuple[str, ...] = tuple(
     )
 )
 
-# The same vendors by their first word (a name can only start with a vendor of its own first word).
-_VENDORS_BY_WORD: dict[str, tuple[str, ...]] = {}
-for _vendor in KNOWN_VENDORS:
-    _VENDORS_BY_WORD[_vendor.split(" ", 1)[0]] = _VENDORS_BY_WORD.get(_vendor.split(" ", 1)[0], ()) + (_vendor,)
+# The same vendors by their first word, longest first (a name can only start with a vendor of
+# its own first word).
+_VENDORS_BY_WORD: dict[str, tuple[str, ...]] = {
+    word: tuple(v for v in KNOWN_VENDORS if v.split(" ", 1)[0] == word)
+    for word in {v.split(" ", 1)[0] for v in KNOWN_VENDORS}
+}
 
 _HEADER_RE = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) "
@@ -522,9 +524,6 @@ def parse(text: str) -> LspciVerbose:
             "port type, ACS and ATS fields are missing, not wrong"
         )
     return LspciVerbose(tuple(_function(d) for d in devices), tuple(warnings))
-
-
-_FUNCTION_FIELDS = frozenset(PciFunction.__dataclass_fields__)
 
 
 def _function(fields: dict) -> PciFunction:
