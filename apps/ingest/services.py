@@ -328,14 +328,14 @@ def submit_report(
 
     # The host first (a resent report names a known host, whose last_seen_at it refreshes too):
     # one upsert, INSERT for a new host or UPDATE of last_seen_at for a known one.
-    host_id = _insert_new(Host(cluster=cluster, hostname=env.hostname, last_seen_at=now),
+    host_id = _insert_on_conflict(Host(cluster=cluster, hostname=env.hostname, last_seen_at=now),
                           conflict=("cluster_id", "hostname"), update=("last_seen_at",))
     upload = Upload(cluster=cluster, host_id=host_id, via=via, token=token, user=user, source_name=source_name[:500],
                     raw=raw, size_bytes=size, content_hash=digest, collected_at=env.collected_at,
                     agent_version=env.agent_version, received_at=now)
     # One INSERT ... ON CONFLICT DO NOTHING: a report already stored in this cluster (resent, or
     # racing in from another request; unique cluster + content_hash) inserts nothing.
-    upload.pk = _insert_new(upload, conflict=("cluster_id", "content_hash"))
+    upload.pk = _insert_on_conflict(upload, conflict=("cluster_id", "content_hash"))
     if upload.pk is None:
         existing = Upload.objects.filter(cluster=cluster, content_hash=digest).order_by().first()
         if existing is None:  # pragma: no cover - the conflicting row cannot vanish: uploads are never deleted
@@ -347,7 +347,7 @@ def submit_report(
     return upload, True
 
 
-def _insert_new(obj, *, conflict: tuple[str, ...], update: tuple[str, ...] = (),
+def _insert_on_conflict(obj, *, conflict: tuple[str, ...], update: tuple[str, ...] = (),
                 prepared: dict[str, Any] | None = None) -> int | None:
     """INSERT ``obj`` unless a row with the same ``conflict`` columns exists; the new row's id, or
     None. With ``update`` columns, an existing row gets those columns from ``obj`` instead and
@@ -508,7 +508,7 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
         # the document as the JSON text _analyze already made (update_or_create took a locking
         # SELECT, a savepoint and the INSERT, and serialised the document again).
         snapshot = Snapshot(upload_id=upload.pk, **fields)
-        _insert_new(snapshot, conflict=("upload_id",),
+        _insert_on_conflict(snapshot, conflict=("upload_id",),
                     update=tuple(Snapshot._meta.get_field(name).column for name in ("built_at", *fields)),
                     prepared={"document": outcome.document_json})
         rows.update(status=Upload.Status.DONE, error=None, finished_at=now)
