@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,6 +203,13 @@ class Ctx:
         self.env: dict[str, str] = {**_env(self.host.get("nccl_env")), **_env(self.results.get("nccl_env"))}
         self._cas: dict | None = None
         self._pcie_edges: dict | None = None
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per host: a view several rules read (they must not change it)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     # ---- GPUs and pairs ----------------------------------------------------------------------
     @property

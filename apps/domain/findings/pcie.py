@@ -331,7 +331,12 @@ def _parent_bdf(ctx: Ctx, bdf: str) -> str | None:
 
 
 def _links(ctx: Ctx) -> list[dict]:
-    """One record per device link: name, kind, bdf, gen, width, max_gen, max_width, inferred."""
+    """One record per device link: name, kind, bdf, gen, width, max_gen, max_width, inferred
+    (computed once per host; P06, P07 and P08 read the same records)."""
+    return ctx.memo("pcie_links", lambda: _device_links(ctx))
+
+
+def _device_links(ctx: Ctx) -> list[dict]:
     out: dict[str, dict] = {}
     for e in ctx.edges:
         if e.get("kind") != "pcie" or e.get("inferred"):
