@@ -172,10 +172,10 @@ def _free_port() -> int:
 
 def _start_server(port: int, web_workers: int, web_threads: int) -> subprocess.Popen:
     """gunicorn as docs/ingestion.md runs it in production (gthread workers)."""
-    return subprocess.Popen([sys.executable, "-m", "gunicorn", "topoweb.wsgi:application", "--bind",
-                             f"127.0.0.1:{port}", "--workers", str(web_workers), "--worker-class", "gthread",
-                             "--threads", str(web_threads), "--backlog", "2048", "--log-level", "warning"],
-                            cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from tests.reliability.stack import gunicorn_argv
+
+    return subprocess.Popen(gunicorn_argv(port, web_workers, web_threads), cwd=ROOT, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def bench_latency(agents: int, per_agent: int, rate: float = 0.0, web_workers: int = 2,

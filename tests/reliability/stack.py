@@ -29,6 +29,14 @@ PYTHON = sys.executable
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
+def gunicorn_argv(port: int, workers: int = 2, threads: int = 4) -> list[str]:
+    """gunicorn as docs/ingestion.md runs the API in production: gthread workers (one process
+    per core; 2 here) x threads, a deep backlog for bursts of agents."""
+    return [PYTHON, "-m", "gunicorn", "topoweb.wsgi:application", "--bind", f"127.0.0.1:{port}",
+            "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads), "--backlog", "2048",
+            "--log-level", "warning"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -174,12 +182,9 @@ class Stack:
         return self.manage("create_cluster", name).strip().splitlines()[-1].strip()
 
     def start_server(self, *, gunicorn: bool = False) -> None:
-        """``runserver`` (threaded), or with ``gunicorn`` the production server of
-        docs/ingestion.md (2 gthread workers, one per core here, x 4 threads)."""
+        """``runserver`` (threaded), or with ``gunicorn`` the production server (``gunicorn_argv``)."""
         log = open(self.workdir / "server.log", "ab")
-        argv = ([PYTHON, "-m", "gunicorn", "topoweb.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-                 "--workers", "2", "--worker-class", "gthread", "--threads", "4", "--backlog", "2048",
-                 "--log-level", "warning"] if gunicorn
+        argv = (gunicorn_argv(self.port) if gunicorn
                 else [PYTHON, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"])
         self.server = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
