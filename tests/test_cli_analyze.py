@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,49 @@ def test_every_section_kind_has_a_file_option() -> None:
     from apps.topology.management.commands.analyze import FILE_OPTIONS
 
     assert set(FILE_OPTIONS.values()) == set(KINDS)
+
+
+PAYLOAD = "mlx5_0;touch${IFS}PWNED;"
+
+
+def settings_section(out: str) -> list[str]:
+    """The lines under "NCCL settings:" in the text output."""
+    lines = out.splitlines()
+    start = lines.index("NCCL settings:") + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("  ")), len(lines))
+    return lines[start:end]
+
+
+def assert_runs_nothing(lines: list[str], cwd: Path) -> None:
+    """Run the settings lines in bash in an empty folder: exit 0 and no file created."""
+    cwd.mkdir(exist_ok=True)
+    proc = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=cwd, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert list(cwd.iterdir()) == []
+
+
+def test_text_settings_leave_out_a_hostile_hca_name_and_run_nothing_in_bash(tmp_path: Path) -> None:
+    fixtures = BUNDLES.parent
+    # SYNTHETIC: the real mooncake captures with HCA mlx5_0 renamed to a shell command
+    ibstat = (fixtures / "ibstat" / "mooncake_issue_8x_cx7_ndr_plus_cx6dx_eth.txt").read_text()
+    topo = (fixtures / "nvidia_smi_topo" / "mooncake_issue_8xnv18_12nic_cpuset_list.txt").read_text()
+    (tmp_path / "ibstat.txt").write_text(ibstat.replace("CA 'mlx5_0'", f"CA '{PAYLOAD}'"))
+    (tmp_path / "topo.txt").write_text(topo.replace("NIC0: mlx5_0", f"NIC0: {PAYLOAD}"))
+    out, _ = run("analyze", "--topo", str(tmp_path / "topo.txt"), "--ibstat", str(tmp_path / "ibstat.txt"),
+                 "--format", "text")
+    section = settings_section(out)
+    assert section and section[0].startswith("  NCCL_IB_HCA==mlx5_3,")
+    assert not any(PAYLOAD in line for line in section)
+    assert f"X02 device name unsafe in a shell ({PAYLOAD})" in out  # the finding names it, as reported
+    assert_runs_nothing(section, tmp_path / "run")
+
+
+def test_text_settings_quote_whatever_a_document_holds(tmp_path: Path) -> None:
+    """A document from before names were checked: its value is printed shell-quoted."""
+    from apps.topology.management.commands.analyze import render_text
+
+    doc = json.loads(run("analyze", "--bundle", str(A100))[0])
+    doc["nccl_settings"] = [{"name": "NCCL_IB_HCA", "value": f"={PAYLOAD}$(touch PWNED2)", "reason": "a\nb"}]
+    section = settings_section(render_text(doc))
+    assert section == [f"  NCCL_IB_HCA='={PAYLOAD}$(touch PWNED2)'  # a b"]
+    assert_runs_nothing(section, tmp_path)

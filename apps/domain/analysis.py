@@ -92,6 +92,8 @@ is always present (empty list / null when unknown):
                "points": [{"nodes": int, "busbw_gbs": float, "limit": str}],   # 1..64 nodes
                "limiting_link": str},
   "nccl_settings": [{"name": "NCCL_IB_HCA", "value": str, "reason": str}],
+                 # value never empty and never holding a device name outside shellsafe.SAFE_NAME
+                 # (such names stay in gpus/nics as reported, with finding X02)
   "warnings": [str],
   "assumptions": [str]   # plain sentences: every value assumed because the report did not say it,
                          # and what to send to know (the GPU query, lspci -vvv, host_info); see

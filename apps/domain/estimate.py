@@ -40,6 +40,7 @@ from typing import Any
 from apps.domain.findings._base import (
     GDR_CLASSES, Ctx, as_float, as_int, as_list, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token, nv_count,
 )
+from apps.domain.shellsafe import is_safe_name
 
 __all__ = ["estimate", "curve", "suggest_nccl_settings", "ETA_NVLINK", "ETA_PCIE", "ETA_NET", "NODE_COUNTS"]
 
@@ -590,8 +591,12 @@ def curve(doc: Mapping[str, Any], nodes: int, sizes: Iterable[int]) -> list[dict
 
 
 def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
-    """NCCL variables this layout calls for: [{"name", "value", "reason"}]."""
-    from apps.domain.findings.fabric import ib_hca_value, preferred_layer
+    """NCCL variables this layout calls for: [{"name", "value", "reason"}].
+
+    Every value is non-empty. Device names outside ``shellsafe.SAFE_NAME`` (rule X02) never go
+    into a value: such HCAs and netdevs are left out, the reason says how many, and a variable
+    with no name left is not suggested. Reasons name only safe devices."""
+    from apps.domain.findings.fabric import ib_hca_value, preferred_layer, unsafe_hcas
     from apps.domain.findings.pcie import nvb_reachable
 
     ctx = Ctx(doc, {})
@@ -602,25 +607,35 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
         why = []
         if any(n.get("link_layer") and n.get("link_layer") != layer and ctx.nic_active(n) for n in others):
             why.append(f"it keeps only the {layer} ports (NCCL refuses to mix link layers, F04)")
-        down = [n.get("name") for n in others if not ctx.nic_active(n)]
+        down = [n.get("name") for n in others if not ctx.nic_active(n) and is_safe_name(n.get("name"))]
         if down:
             why.append(f"it leaves out ports that are not Active ({join(sorted(set(down), key=gpu_sort_key))})")
         if any(not ctx.is_compute(n) for n in others):
             why.append("it leaves out storage/management NICs")
+        unsafe = unsafe_hcas(ctx.nics)
+        if unsafe:
+            why.append(f"it leaves out {_unsafe_count(len(unsafe), 'HCA')} (X02)")
         why.append("the leading '=' makes NCCL match names exactly, so mlx5_1 does not also select mlx5_10 (F07)")
-        out.append({"name": "NCCL_IB_HCA", "value": ib_hca_value(keep),
-                    "reason": f"Exact list of the {len(keep)} Active compute {layer or 'RDMA'} port(s): " +
-                              "; ".join(why) + "."})
+        value = ib_hca_value(keep)
+        if value:
+            kept = sum(1 for n in keep if is_safe_name(n.get("name")))
+            out.append({"name": "NCCL_IB_HCA", "value": value,
+                        "reason": f"Exact list of the {kept} Active compute {layer or 'RDMA'} port(s): " +
+                                  "; ".join(why) + "."})
         netdevs = []
         for n in keep:
             node = ctx.nodes.get(n.get("node") or "") or {}
             netdevs += [str(d) for d in as_list((node.get("attrs") or {}).get("netdevs"))]
             netdevs += [str(d) for d in as_list(n.get("netdevs"))]
         netdevs = sorted(set(netdevs), key=gpu_sort_key)
-        if netdevs:
-            out.append({"name": "NCCL_SOCKET_IFNAME", "value": "=" + ",".join(netdevs),
+        safe = [d for d in netdevs if is_safe_name(d)]
+        if safe:
+            left_out = len(netdevs) - len(safe)
+            unsafe_note = f"; it leaves out {_unsafe_count(left_out, 'interface')} (X02)" if left_out else ""
+            out.append({"name": "NCCL_SOCKET_IFNAME", "value": "=" + ",".join(safe),
                         "reason": "Bootstrap over the IP interfaces of the compute HCAs (exact names); use your "
-                                  "routable management interface instead if these carry no IP address on every node."})
+                                  "routable management interface instead if these carry no IP address on every "
+                                  f"node{unsafe_note}."})
         if len(keep) > 1:
             rail = ctx.rail_design()
             out.append({"name": "NCCL_CROSS_NIC", "value": "2",
@@ -646,3 +661,9 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
                               "(G01). Experiment with this only if a GDR perftest (ib_write_bw --use_cuda) is good; "
                               "remove it otherwise."})
     return out
+
+
+def _unsafe_count(count: int, what: str) -> str:
+    """``"1 HCA whose name has characters unsafe in a shell"`` (the X02 clause of a reason)."""
+    return (f"{count} {what}{'' if count == 1 else 's'} whose name{' has' if count == 1 else 's have'} "
+            "characters unsafe in a shell")

@@ -26,6 +26,13 @@ def ibstat_port_down(nic: str = "mlx5_0") -> str:
     return head + sep + block + nxt + rest
 
 
+def ibstat_renamed(nic: str, new_name: str) -> str:
+    """SYNTHETIC: the real mooncake ibstat with CA ``nic`` renamed ``new_name`` (hostile names)."""
+    text = read(IBSTAT)
+    assert f"CA '{nic}'" in text
+    return text.replace(f"CA '{nic}'", f"CA '{new_name}'")
+
+
 def snapshot(cluster: Cluster, hostname: str, sections: dict[str, str], collected_at: str | None = None) -> Snapshot:
     report = {"schema": services.REPORT_SCHEMA, "hostname": hostname, "sections": sections}
     if collected_at:

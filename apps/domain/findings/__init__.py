@@ -7,7 +7,8 @@ document does not keep (P2P tokens, ACSCtl flags, per-link NVLink rates, LIDs, p
 
 The rules are those of ``/work/shared/docs/domain.md`` section 1, one module per family:
 ``pcie`` (P01-P11), ``nvlink`` (N01-N05), ``gdr`` (G01-G06), ``fabric`` (F01-F07), ``host``
-(H01-H07 and X01, "sources disagree"). Each finding is
+(H01-H07, X01 "sources disagree" and X02 "device name unsafe in a shell", topoweb's own rules
+beside domain.md's). Each finding is
 ``{"rule", "severity", "title", "devices", "message", "fix", "source"}``; the list is sorted by
 severity (CRIT, HIGH, MED, LOW, INFO) then rule id then devices.
 """
@@ -26,7 +27,7 @@ ALL_RULES = pcie.RULES + nvlink.RULES + gdr.RULES + fabric.RULES + host.RULES
 
 
 def rule_ids() -> list[str]:
-    """The rule ids topoweb evaluates (``P01`` ... ``X01``)."""
+    """The rule ids topoweb evaluates (``P01`` ... ``X02``)."""
     return sorted({fn.__name__.split("_", 1)[1].upper() for fn in ALL_RULES})
 
 

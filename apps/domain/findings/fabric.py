@@ -13,6 +13,7 @@ from collections import defaultdict
 from apps.domain.findings._base import (
     Ctx, Rule, as_float, as_int, finding, gpu_sort_key, fmt_num, hca_selected, join, parse_ib_hca,
 )
+from apps.domain.shellsafe import is_safe_name
 
 F01 = Rule("F01", "HCA port not Active", "HIGH",
            "Check the cable, transceiver and switch port; start or fix the subnet manager (opensm/UFM); exclude "
@@ -147,15 +148,26 @@ def rule_f03(ctx: Ctx) -> list[dict]:
 
 
 def ib_hca_value(nics: list[dict]) -> str:
-    """Exact NCCL_IB_HCA value (``=mlx5_0,mlx5_1``) for ``nics``; ports named when an HCA has several."""
+    """Exact NCCL_IB_HCA value (``=mlx5_0,mlx5_1``) for ``nics``; ports named when an HCA has several.
+
+    HCAs whose names are unsafe in a shell (``unsafe_hcas``, rule X02) are left out; '' when no
+    HCA is left (never a bare ``=``, which would select nothing)."""
     per_hca: dict[str, list] = defaultdict(list)
     for n in nics:
-        per_hca[_port_name(n)].append(n.get("port"))
+        if is_safe_name(_port_name(n)):
+            per_hca[_port_name(n)].append(n.get("port"))
+    if not per_hca:
+        return ""
     parts = []
     for name in sorted(per_hca, key=lambda s: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]):
         ports = [p for p in per_hca[name] if p not in (None, "")]
         parts += [f"{name}:{p}" for p in ports] if len(ports) > 1 or (ports and _multi_port(name, nics)) else [name]
     return "=" + ",".join(parts)
+
+
+def unsafe_hcas(nics: list[dict]) -> list[str]:
+    """Names of ``nics`` that ``ib_hca_value`` leaves out: outside ``shellsafe.SAFE_NAME`` (X02)."""
+    return sorted({_port_name(n) for n in nics if not is_safe_name(_port_name(n))})
 
 
 def _multi_port(name: str, nics: list[dict]) -> bool:
@@ -201,7 +213,7 @@ def rule_f04(ctx: Ctx) -> list[dict]:
     if len(layers) < 2:
         return []
     layer, keep = preferred_layer(ctx)
-    value = ib_hca_value(keep) if keep else "=<HCAs of one link layer>"
+    value = ib_hca_value(keep) or "=<HCAs of one link layer>"
     known = "NCCL_IB_HCA" in ctx.env
     desc = "; ".join(f"{k}: {join(v)}" for k, v in sorted(layers.items()))
     msg = (f"NCCL would use ports of two link layers ({desc})" +
@@ -246,7 +258,7 @@ def rule_f07(ctx: Ctx) -> list[dict]:
     if not problems:
         return []
     _layer, keep = preferred_layer(ctx)
-    value = ib_hca_value(keep) if keep else None
+    value = ib_hca_value(keep) or None
     msg = f"NCCL_IB_HCA={val}: " + "; ".join(problems) + "."
     fix = f"Use the exact list of compute rails: NCCL_IB_HCA={value}" if value else None
     return [finding(F07, devices, msg, fix=fix)]

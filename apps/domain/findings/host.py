@@ -1,9 +1,10 @@
-"""Host, NUMA and environment rules H01-H05, H07 of domain.md section 1e, and X01
-(the sources of one host disagree).
+"""Host, NUMA and environment rules H01-H05, H07 of domain.md section 1e, X01 (the sources of
+one host disagree) and X02 (a device name unsafe in a shell).
 
 Inputs: the document's ``gpus`` (CPU affinity, NUMA), ``gpu_nic``, ``nics``, ``warnings``; the NCCL
 environment (``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for H03/H04/H05/H07;
-``host_info`` ``netdevs``/``default_route_netdev`` for H05. H06/H08 need CUDA env or several nodes.
+``host_info`` ``netdevs``/``default_route_netdev`` for H05 and X02. H06/H08 need CUDA env or several
+nodes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from apps.domain.findings._base import (
     Ctx, Rule, as_int, as_list, finding, gpu_sort_key, join, normalize_token, nv_count,
 )
+from apps.domain.shellsafe import is_safe_name, printable
 
 H01 = Rule("H01", "Rank pinned away from its GPU", "MED",
            "Bind ranks per GPU NUMA node (numactl, Slurm --cpu-bind/--gpu-bind), or set NCCL_IGNORE_CPU_AFFINITY=1.",
@@ -38,6 +40,12 @@ X01 = Rule("X01", "sources disagree", "MED",
            "Check which source is right (re-run the commands on the node; prefer lspci/sysfs ancestry for the PCIe "
            "tree and nvidia-smi for NVLink) before acting on findings that depend on it.",
            "domain.md section 1 evaluation notes (prefer sysfs ancestry, cross-check the topo token) and 4.1 joins")
+X02 = Rule("X02", "device name unsafe in a shell", "HIGH",
+           "Check what produced the report (the agent, the commands it ran, or the pasted text): device names "
+           "from the kernel and drivers use letters, digits and _ . : / - only. If the device really has this "
+           "name, rename it or write its NCCL setting by hand, quoted.",
+           "topoweb: suggested settings are pasted into a shell (apps/domain/shellsafe.py); "
+           "env NCCL_IB_HCA, NCCL_SOCKET_IFNAME take device names [S12]")
 
 _DEBUG_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE",
                "NCCL_NTHREADS", "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_IB_DISABLE",
@@ -197,8 +205,8 @@ def rule_h05(ctx: Ctx) -> list[dict]:
     if route and not _ifname_match(route, val):
         msg = (f"NCCL_SOCKET_IFNAME={val} selects {join(up) or 'an interface'} while the default route uses {route}: "
                "make sure the chosen interface reaches every other node, or NCCL hangs at init.")
-        return [finding(H05, [], msg, severity="LOW",
-                        fix=f"If {route} is the routable network, set NCCL_SOCKET_IFNAME=={route}.")]
+        fix = f"If {route} is the routable network, set NCCL_SOCKET_IFNAME=={route}." if is_safe_name(route) else None
+        return [finding(H05, [], msg, severity="LOW", fix=fix)]
     return []
 
 
@@ -254,4 +262,45 @@ def rule_x01(ctx: Ctx) -> list[dict]:
     return out
 
 
-RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h05, rule_h07, rule_x01]
+def _device_names(ctx: Ctx) -> dict[str, str]:
+    """Every device name the host reports, {name: what it names}, first source first: GPUs, NIC
+    ports, netdevs of the document's ``nics`` and of the graph's NICs, and ``host_info`` netdevs
+    and default route. Labels are not names (an lspci-only NIC's label is its device description,
+    spaces and brackets included) and never go into settings."""
+    found: list[tuple[str, object]] = [("GPU", g.get("name")) for g in ctx.gpus]
+    for n in ctx.nics:
+        found.append(("NIC", n.get("name")))
+        found += [("network interface", d) for d in as_list(n.get("netdevs"))]
+    for node in ctx.nodes.values():
+        found += [("network interface", d) for d in as_list((node.get("attrs") or {}).get("netdevs"))]
+    netdevs = ctx.host.get("netdevs")
+    found += [("network interface", d) for d in (netdevs if isinstance(netdevs, Mapping) else ())]
+    found.append(("network interface", ctx.host.get("default_route_netdev")))
+    out: dict[str, str] = {}
+    for what, name in found:
+        if name is not None and str(name) != "":
+            out.setdefault(str(name), what)
+    return out
+
+
+def rule_x02(ctx: Ctx) -> list[dict]:
+    """X02 device name unsafe in a shell.
+
+    Condition: a GPU, NIC or netdev name has characters outside ``[A-Za-z0-9_.:/-]``
+    (``shellsafe.SAFE_NAME``), e.g. an ``ibstat`` ``CA 'mlx5_0;touch${IFS}x;'``. The name stays in
+    the document as reported; the suggested settings (``estimate.suggest_nccl_settings``) and the
+    fixes of F04/F07 (``fabric.ib_hca_value``) and H05 leave it out. HIGH, one finding per name:
+    copied into a shell, such a name runs as a command. Source: topoweb's shell-safety contract (``apps/domain/shellsafe.py``).
+    """
+    out = []
+    for name, what in _device_names(ctx).items():
+        if is_safe_name(name):
+            continue
+        msg = (f"{what} '{printable(name)}' has characters outside letters, digits and _ . : / - in its name; "
+               "pasted into a shell, such a name can run as a command. topoweb keeps the name as reported and "
+               "leaves it out of the suggested NCCL settings.")
+        out.append(finding(X02, [name], msg))
+    return out
+
+
+RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h05, rule_h07, rule_x01, rule_x02]

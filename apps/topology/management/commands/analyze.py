@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.domain.analysis import analyze_host
 from apps.domain.bundle import BundleError, read_bundle
 from apps.domain.errors import ParseError, UnknownKindError
+from apps.domain.shellsafe import export_block
 
 # option -> registry kind
 FILE_OPTIONS = {
@@ -139,7 +140,8 @@ def render_text(doc: dict) -> str:
     """Readable tables of a snapshot document: pairs, GPU->NIC, contention, findings, estimate.
 
     Bandwidths are GB/s per direction; a ``*`` marks a figure that rests on an assumption (listed
-    under "Assumptions" with what to send to know)."""
+    under "Assumptions" with what to send to know). NCCL settings print as ``NAME=VALUE  # reason``
+    with the value shell-quoted (``shellsafe.export_line``)."""
     s = doc["summary"]
     how = {"inferred": ", layout inferred from topo -m", "nccl_xml": ", layout from NCCL's topology XML",
            "hwloc_xml": ", layout from hwloc XML", "none": ", no layout source"}.get(doc["graph"].get("mode"), "")
@@ -191,7 +193,7 @@ def render_text(doc: dict) -> str:
                         [[p["nodes"], p["busbw_gbs"], p["limit"]] for p in est["points"]])
     if doc["nccl_settings"]:
         lines += ["", "NCCL settings:"]
-        lines += [f"  {x['name']}={x['value']}  # {x['reason']}" for x in doc["nccl_settings"]]
+        lines += [f"  {line}" for line in export_block(doc["nccl_settings"], comments=True, export=False)]
     if doc.get("assumptions"):
         lines += ["", "Assumptions" + (" (* in the tables):" if starred else ":")]
         lines += [f"  {a}" for a in doc["assumptions"]]
