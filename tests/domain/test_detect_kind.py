@@ -47,5 +47,5 @@ def test_parse_auto_uses_detection() -> None:
 
 
 def test_unknown_kind_name() -> None:
-    with pytest.raises(UnknownKindError, match="unknown section kind"):
+    with pytest.raises(UnknownKindError, match="unknown kind .nvidia_smi_topology.; known kinds: nvidia_smi_topo"):
         parse("nvidia_smi_topology", "x")

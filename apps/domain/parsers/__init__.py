@@ -1,12 +1,19 @@
-"""Parsers for every section a node reports, one module per kind, and their registry.
+"""Parsers, one module per kind, and their registry.
 
 Every module exposes ``parse(text) -> <frozen dataclass result>``; the result has a
 ``warnings`` tuple of strings naming anything recovered rather than read cleanly. Broken input
 raises :class:`apps.domain.errors.ParseError` naming the line. ``detect(text) -> int`` scores
 how sure the module is that ``text`` is its kind (0 = not mine, 100 = certain).
 
-``KINDS`` maps the registry name (also the report section name and the agent's file name
-``<kind>.txt``) to a :class:`Kind`.
+Each kind belongs to one family:
+
+* ``host``: what a node says about itself, the sections of a node report. ``KINDS`` maps these
+  registry names (also the report section names and the agent's file names ``<kind>.txt``) to
+  their :class:`Kind`; a report may hold these and no others.
+* ``run``: a measurement people make (nccl-tests, NCCL logs, perftest, P2P tests).
+* ``fabric``: what the InfiniBand/Ethernet fabric says about itself (ibnetdiscover, iblinkinfo...).
+
+``ALL_KINDS`` holds every family; ``parse`` and ``detect_kind`` read any of them.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from typing import Any, Callable
 from apps.domain.errors import ParseError, UnknownKindError
 from apps.domain.parsers._text import to_jsonable
 
-__all__ = ["KINDS", "Kind", "parse", "detect_kind", "to_jsonable", "ParseError", "UnknownKindError"]
+__all__ = ["KINDS", "ALL_KINDS", "FAMILIES", "Kind", "kinds_of", "parse", "detect_kind", "to_jsonable", "ParseError",
+           "UnknownKindError"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class Kind:
     function: str  # parse function in that module
     command: str  # the command (or file) whose output this kind reads
     detector: str = "detect"  # scoring function in that module
+    family: str = "host"  # "host" (report sections), "run" (measurements) or "fabric"
 
     def _mod(self):
         return importlib.import_module(f"apps.domain.parsers.{self.module}")
@@ -58,26 +67,36 @@ _ALL = [
     Kind("hwloc_xml", "hwloc_xml", "parse", "lstopo --of xml"),
     Kind("host_info", "host_info", "parse", "topoweb agent: host facts (CPU, driver, IOMMU, GDR modules, NCCL env)"),
 ]
-KINDS: dict[str, Kind] = {k.name: k for k in _ALL}
+FAMILIES = ("host", "run", "fabric")
+ALL_KINDS: dict[str, Kind] = {k.name: k for k in _ALL}
+KINDS: dict[str, Kind] = {k.name: k for k in _ALL if k.family == "host"}
+assert all(k.family in FAMILIES for k in _ALL)
+
+
+def kinds_of(family: str) -> dict[str, Kind]:
+    """The registry entries of one family (``"host"``, ``"run"`` or ``"fabric"``)."""
+    return {k.name: k for k in _ALL if k.family == family}
 
 
 def parse(kind: str, text: str) -> Any:
-    """Parse ``text`` as ``kind`` (a registry name, or ``"auto"`` to detect it first)."""
+    """Parse ``text`` as ``kind`` (a registry name of any family, or ``"auto"`` to detect it first)."""
     if kind == "auto":
         kind = detect_kind(text)
     try:
-        spec = KINDS[kind]
+        spec = ALL_KINDS[kind]
     except KeyError:
-        raise UnknownKindError(f"unknown section kind {kind!r}; known kinds: {', '.join(KINDS)}") from None
+        raise UnknownKindError(f"unknown kind {kind!r}; known kinds: {', '.join(ALL_KINDS)}") from None
     return spec.parse(text)
 
 
-def detect_kind(text: str) -> str:
-    """Name the kind of a pasted text, or raise :class:`UnknownKindError` saying why not."""
+def detect_kind(text: str, family: str | None = None) -> str:
+    """Name the kind of a pasted text (of ``family``, or of any), or raise
+    :class:`UnknownKindError` saying why not."""
     if not text.strip():
         raise UnknownKindError("the text is empty")
+    candidates = ALL_KINDS if family is None else kinds_of(family)
     scores = []
-    for spec in KINDS.values():
+    for spec in candidates.values():
         try:
             score = spec.detect(text)
         except Exception:  # a detector must never break detection of the others
@@ -87,7 +106,7 @@ def detect_kind(text: str) -> str:
     if not scores:
         raise UnknownKindError(
             "cannot tell which command produced this text; expected one of: "
-            + ", ".join(f"{k.name} ({k.command})" for k in KINDS.values())
+            + ", ".join(f"{k.name} ({k.command})" for k in candidates.values())
         )
     scores.sort(reverse=True)
     return scores[0][1]

@@ -9,14 +9,14 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.domain.errors import ParseError, UnknownKindError
-from apps.domain.parsers import KINDS, detect_kind, to_jsonable
+from apps.domain.parsers import ALL_KINDS, detect_kind, to_jsonable
 
 
 class Command(BaseCommand):
     help = "Parse one captured command output and print the records (KIND may be 'auto')."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("kind", help=f"one of: auto, {', '.join(KINDS)}")
+        parser.add_argument("kind", help=f"one of: auto, {', '.join(ALL_KINDS)}")
         parser.add_argument("file", help="the captured output ('-' reads standard input)")
         parser.add_argument("--format", choices=["json", "text"], default="json")
 
@@ -26,9 +26,9 @@ class Command(BaseCommand):
             if kind == "auto":
                 kind = detect_kind(text)
                 self.stderr.write(f"{file}: detected kind {kind}")
-            if kind not in KINDS:
-                raise CommandError(f"unknown kind {kind!r}; known kinds: auto, {', '.join(KINDS)}", returncode=2)
-            result = KINDS[kind].parse(text)
+            if kind not in ALL_KINDS:
+                raise CommandError(f"unknown kind {kind!r}; known kinds: auto, {', '.join(ALL_KINDS)}", returncode=2)
+            result = ALL_KINDS[kind].parse(text)
         except ParseError as exc:
             self.stderr.write(f"{file}:{exc.line_no}: {exc.reason}")
             if exc.line.strip():
