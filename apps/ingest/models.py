@@ -11,18 +11,65 @@ from django.conf import settings
 from django.db import models
 
 
+class Role(models.TextChoices):
+    """What a person may do in a cluster; each role includes the ones before it."""
+
+    VIEWER = "viewer"  # read pages, API listings, snapshots, raw reports, paths
+    EDITOR = "editor"  # + paste and upload reports, create share links
+    ADMIN = "admin"  # + agent tokens and members
+
+
 class Cluster(models.Model):
-    """A group of hosts that agents report into; every agent token belongs to one cluster."""
+    """A group of hosts that agents report into; every agent token belongs to one cluster.
+
+    People reach a cluster through ``ClusterGrant`` rows (to them or to a group they are in);
+    ``open_to_all_users`` makes it readable (viewer) by every signed-in user, as the demo is.
+    """
 
     name = models.CharField(max_length=64, unique=True)
     description = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    open_to_all_users = models.BooleanField(
+        default=False, help_text="Every signed-in user may view this cluster (as the demo cluster is).")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+
+class ClusterGrant(models.Model):
+    """A role in one cluster, given to one user or to one group (a team: ``django.contrib.auth`` Group).
+
+    A person's role in a cluster is the highest of the grants to them and to their groups;
+    superusers have every role everywhere (``apps.ingest.access``).
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="cluster_grants")
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="cluster_grants")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster__name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, group__isnull=True)
+                           | models.Q(user__isnull=True, group__isnull=False)),
+                name="ingest_grant_user_xor_group"),
+            models.UniqueConstraint(fields=["cluster", "user"], name="ingest_grant_unique_user",
+                                    condition=models.Q(user__isnull=False)),
+            models.UniqueConstraint(fields=["cluster", "group"], name="ingest_grant_unique_group",
+                                    condition=models.Q(group__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        who = f"user {self.user}" if self.user_id else f"group {self.group}"
+        return f"{who}: {self.role} of {self.cluster}"
 
 
 class Host(models.Model):
@@ -107,6 +154,9 @@ class Upload(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
     last_enqueued_at = models.DateTimeField(null=True, blank=True)  # set by the sweeper
     started_at = models.DateTimeField(null=True, blank=True)
+    # While ``processing``: the worker that claimed the upload holds it until then (its lease);
+    # only past it may another worker or the sweeper take the upload again.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -166,14 +216,15 @@ class ImportJob(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
+        DONE = "done"  # every member imported (new or already stored)
+        DONE_WITH_ERRORS = "done_with_errors"  # finished; some members rejected (see ``errors``)
+        FAILED = "failed"  # the archive could not be read, or the job could not finish (see ``message``)
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="import_jobs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     source_name = models.CharField(max_length=500)
     stored_path = models.CharField(max_length=1000, blank=True, default="")  # archive kept for the worker
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     total = models.PositiveIntegerField(default=0)
     processed = models.PositiveIntegerField(default=0)
     created_count = models.PositiveIntegerField(default=0)
