@@ -6,12 +6,19 @@ sends ``Authorization: Bearer <secret>`` on every request.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Processes the tests start (manage.py commands, Celery workers) run with debug off, as in
+# production, so they need a secret key of their own: a fixed, test-only one.
+os.environ.setdefault("TOPOWEB_SECRET_KEY", "tests-only-secret-key-never-used-in-production-0123456789")
 
 
 @pytest.fixture
 def user(db, django_user_model):
-    return django_user_model.objects.create_user(username="alice", password="correct horse battery")
+    """A site admin (superuser: sees every cluster); access tests make members of their own."""
+    return django_user_model.objects.create_superuser(username="alice", password="correct horse battery")
 
 
 @pytest.fixture

@@ -140,6 +140,7 @@ from apps.domain.findings import evaluate
 from apps.domain.findings._base import jsonable
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.hostgraph import frozen as hostgraph_frozen
+from apps.domain.limits import check_host_size
 from apps.domain.parsers import KINDS, to_jsonable
 
 __all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
@@ -229,7 +230,8 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
     Raises
     ------
     ParseError
-        Unchanged from the parser of the first section that cannot be read.
+        Unchanged from the parser of the first section that cannot be read; or naming the cap
+        (``apps.domain.limits``) a host with too many GPUs, NIC ports or PCI functions passes.
     UnknownKindError
         For a section whose kind is not in the registry.
 
@@ -250,6 +252,7 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
         if kind != HOSTNAME_SECTION:
             results[kind] = KINDS[kind].parse(text)
     facts = assemble(results, name)
+    check_host_size(facts)  # the analysis grows with the cube of the devices: capped (limits.py)
     G = build_host_graph(facts)
     plain = {k: jsonable(v) for k, v in results.items()}  # = parsers.to_jsonable, faster
     with hostgraph_frozen(G):

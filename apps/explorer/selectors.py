@@ -29,10 +29,16 @@ def previous_snapshot(snapshot: Snapshot) -> Snapshot | None:
             .order_by("-collected_at", "-id").first())
 
 
-def cluster_reported_last() -> str | None:
-    """The name of the cluster whose newest snapshot is the newest of all."""
-    return (latest_of_each_host().order_by("-collected_at", "-id")
+def cluster_reported_last(cluster_ids: set[int] | None = None) -> str | None:
+    """The name of the cluster whose newest snapshot is the newest of all (of ``cluster_ids``;
+    None: of every cluster)."""
+    return (_in_clusters(latest_of_each_host(), cluster_ids).order_by("-collected_at", "-id")
             .values_list("host__cluster__name", flat=True).first())
+
+
+def _in_clusters(snapshots: QuerySet[Snapshot], cluster_ids: set[int] | None) -> QuerySet[Snapshot]:
+    """Only the snapshots of ``cluster_ids`` (``access.visible_cluster_ids``; None: no filter)."""
+    return snapshots if cluster_ids is None else snapshots.filter(host__cluster_id__in=cluster_ids)
 
 
 def latest_layouts_of(cluster_name: str | None) -> list[tuple[int, str]]:
@@ -51,13 +57,13 @@ def latest_of_each_host() -> QuerySet[Snapshot]:
     ).filter(newest_rank=1)
 
 
-def latest_snapshot_rows(limit: int = 20000) -> list[dict]:
-    """The newest snapshot of every host of every cluster as small dicts, clusters then hosts by name:
-    ``{"id", "cluster", "hostname", "gpu_count"}``.
+def latest_snapshot_rows(cluster_ids: set[int] | None, limit: int = 20000) -> list[dict]:
+    """The newest snapshot of every host of the clusters ``cluster_ids`` (None: every cluster) as
+    small dicts, clusters then hosts by name: ``{"id", "cluster", "hostname", "gpu_count"}``.
 
     One query on summary columns only (no document is read), so the path and capacity pickers cost
     the same whatever the size of the fleet's documents."""
-    rows = (latest_of_each_host().order_by("host__cluster__name", "host__hostname")
+    rows = (_in_clusters(latest_of_each_host(), cluster_ids).order_by("host__cluster__name", "host__hostname")
             .values_list("pk", "host__cluster__name", "host__hostname", "gpu_count"))
     return [{"id": pk, "cluster": cl, "hostname": hn, "gpu_count": n} for pk, cl, hn, n in rows[:limit]]
 

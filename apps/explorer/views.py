@@ -11,6 +11,8 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -21,10 +23,12 @@ from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
+from apps.domain.shellsafe import export_block
 from apps.explorer import figures, fleet, labels, tables
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import split_paste
+from apps.ingest import access
 from apps.ingest import selectors as ingest
 from apps.ingest import services as ingest_services
 from apps.ingest.models import Cluster, Host, Snapshot, Upload
@@ -32,11 +36,22 @@ from apps.ingest.models import Cluster, Host, Snapshot, Upload
 SEVERITIES = ("CRIT", "HIGH", "MED", "LOW", "INFO")
 
 
-def _host_or_404(cluster: str, hostname: str) -> Host:
+def _cluster_or_404(request: HttpRequest, name: str) -> Cluster:
+    """The cluster if the person may view it; else 404 (other teams' clusters do not exist for them)."""
+    c = access.visible_clusters(request.user).filter(name=name).first()
+    if c is None:
+        raise Http404(f"no cluster {name!r}")
+    return c
+
+
+def _host_or_404(request: HttpRequest, cluster: str, hostname: str) -> Host:
     try:
-        return ingest.get_host(cluster, hostname)
+        h = ingest.get_host(cluster, hostname)
     except Host.DoesNotExist:
-        raise Http404(f"no host {hostname!r} in cluster {cluster!r}") from None
+        h = None
+    if h is None or not access.has_role(request.user, h.cluster, access.VIEWER):
+        raise Http404(f"no host {hostname!r} in cluster {cluster!r}")
+    return h
 
 
 def _int(value: str | None) -> int | None:
@@ -49,7 +64,7 @@ def _int(value: str | None) -> int | None:
 @login_required
 @require_GET
 def clusters(request: HttpRequest) -> HttpResponse:
-    rows = ingest.clusters_overview()
+    rows = ingest.clusters_overview(access.visible_clusters(request.user))
     base = request.build_absolute_uri("/").rstrip("/")
     return render(request, "explorer/clusters.html", {"rows": rows, "base_url": base})
 
@@ -57,10 +72,7 @@ def clusters(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
-    try:
-        c = ingest.get_cluster(cluster)
-    except Cluster.DoesNotExist:
-        raise Http404(f"no cluster {cluster!r}") from None
+    c = _cluster_or_404(request, cluster)
     snaps = ex.cluster_snapshots(c)
     facts = ex.layout_facts(snaps)
     view = fleet.group_hosts(snaps, ex.snapshot_docs, facts)
@@ -91,22 +103,27 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
 
 
 def _nccl_export(doc: dict) -> str:
-    return "\n".join(f"export {s['name']}={s['value']}" for s in doc.get("nccl_settings") or [])
+    """The copyable ``export NAME=VALUE`` block of the suggested settings, each value shell-quoted
+    (``shellsafe.export_line``): safe to paste into bash whatever a stored document holds."""
+    return "\n".join(export_block(doc.get("nccl_settings") or []))
 
 
 @login_required
 @require_GET
 def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
-    h = _host_or_404(cluster, hostname)
+    h = _host_or_404(request, cluster, hostname)
     snap = ex.host_snapshot(h, _int(request.GET.get("snapshot")))
     history = list(ingest.host_snapshots(h)[:100])
+    # a report just pasted and still being read by a worker: the page says so and refreshes
+    pending = (Upload.objects.filter(pk=_int(request.GET.get("upload")) or 0, host=h)
+               .exclude(status=Upload.Status.DONE).defer("raw").first())
     if snap is None:
-        uploads = Upload.objects.filter(host=h).order_by("-received_at")[:5]
-        return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads})
+        uploads = Upload.objects.filter(host=h).defer("raw").order_by("-received_at")[:5]
+        return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads, "pending": pending})
     doc = ingest.get_snapshot_doc(snap.pk)
     previous = ex.previous_snapshot(snap)
     return render(request, "explorer/host.html", {
-        "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous,
+        "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
         "fig_host": figures.host_figure_json(doc),
         "fig_gpu": figures.gpu_matrix_figure_json(doc),
         "fig_nic": figures.nic_matrix_figure_json(doc),
@@ -121,10 +138,12 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
 # -- path -------------------------------------------------------------------------------------
 
 
-def _pickers() -> tuple[list[dict], dict]:
-    """Every host's newest snapshot as ``{"id", "label", "gpu_count", ...}``, read from summary
-    columns only: GPU names are sent for the hosts on show and fetched for others on demand."""
-    options = [{**r, "label": f"{r['cluster']}/{r['hostname']}"} for r in ex.latest_snapshot_rows()]
+def _pickers(request: HttpRequest) -> tuple[list[dict], dict]:
+    """The newest snapshot of every host the person may view as ``{"id", "label", "gpu_count", ...}``,
+    read from summary columns only: GPU names are sent for the hosts on show and fetched for
+    others on demand."""
+    ids = access.visible_cluster_ids(request.user)
+    options = [{**r, "label": f"{r['cluster']}/{r['hostname']}"} for r in ex.latest_snapshot_rows(ids)]
     return options, {o["id"]: o for o in options}
 
 
@@ -141,10 +160,10 @@ def _gdr_words(doc: dict, gpu: str) -> dict | None:
             "pxn_via": e.get("pxn_via")}
 
 
-def _path_context(src_ref: str, dst_ref: str) -> dict:
-    """Resolve both ends and compute the path; raises ``ingest.RefError``."""
-    snap_a, gpu_a = ingest.resolve_gpu_ref(src_ref)
-    snap_b, gpu_b = ingest.resolve_gpu_ref(dst_ref)
+def _path_context(src_ref: str, dst_ref: str, user) -> dict:
+    """Resolve both ends (in clusters ``user`` may view) and compute the path; raises ``ingest.RefError``."""
+    snap_a, gpu_a = ingest.resolve_gpu_ref(src_ref, user)
+    snap_b, gpu_b = ingest.resolve_gpu_ref(dst_ref, user)
     doc_a = snap_a.document
     doc_b = doc_a if snap_b.pk == snap_a.pk else snap_b.document
     # what ingest.path_between_refs answers, on the documents already read
@@ -163,16 +182,16 @@ def _path_context(src_ref: str, dst_ref: str) -> dict:
 @require_GET
 def path(request: HttpRequest) -> HttpResponse:
     src, dst = request.GET.get("src", "").strip(), request.GET.get("dst", "").strip()
-    options, by_id = _pickers()
+    options, by_id = _pickers(request)
     ctx: dict = {"options": options, "src_ref": src, "dst_ref": dst, "error": None,
                  "share_days": settings.SHARE_LINK_MAX_AGE_DAYS}
     left = right = None
     try:
         if src and dst:
-            ctx.update(_path_context(src, dst))
+            ctx.update(_path_context(src, dst, request.user))
             left, right = ctx["src"]["snapshot"], ctx["dst"]["snapshot"]
         elif src:
-            left, gpu = ingest.resolve_gpu_ref(src)
+            left, gpu = ingest.resolve_gpu_ref(src, request.user)
             ctx["src"] = _endpoint(left, gpu)
     except ingest.RefError as exc:
         ctx["error"] = exc.message
@@ -209,7 +228,9 @@ def path(request: HttpRequest) -> HttpResponse:
 @require_GET
 def path_gpus(request: HttpRequest, snapshot_id: int) -> JsonResponse:
     """``{"gpus": ["GPU0", ...]}`` of one snapshot, for the path selectors."""
-    names = ex.gpu_names([snapshot_id])
+    snap = ex.snapshot_with_host(snapshot_id)
+    visible = snap is not None and access.has_role(request.user, snap.host.cluster, access.VIEWER)
+    names = ex.gpu_names([snapshot_id]) if visible else {}
     if snapshot_id not in names:
         return JsonResponse({"error": f"no snapshot {snapshot_id}"}, status=404)
     return JsonResponse({"gpus": names[snapshot_id]})
@@ -219,10 +240,15 @@ def path_gpus(request: HttpRequest, snapshot_id: int) -> JsonResponse:
 @require_POST
 def share_create(request: HttpRequest) -> HttpResponse:
     try:
-        snap_a, gpu_a = ingest.resolve_gpu_ref(request.POST.get("src", ""))
-        snap_b, gpu_b = ingest.resolve_gpu_ref(request.POST.get("dst", ""))
+        snap_a, gpu_a = ingest.resolve_gpu_ref(request.POST.get("src", ""), request.user)
+        snap_b, gpu_b = ingest.resolve_gpu_ref(request.POST.get("dst", ""), request.user)
+        for snap in (snap_a, snap_b):
+            access.require(request.user, snap.host.cluster, access.EDITOR)
     except ingest.RefError as exc:
         messages.error(request, f"Cannot share this path: {exc.message}")
+        return redirect("explorer:path")
+    except access.RoleTooLow as exc:
+        messages.error(request, f"Cannot share this path: {exc} (share links are for editors).")
         return redirect("explorer:path")
     link, token = share.create_share_link(src=f"{snap_a.pk}/{gpu_a}", dst=f"{snap_b.pk}/{gpu_b}", user=request.user)
     url = request.build_absolute_uri(reverse("explorer:share-view", args=[token]))
@@ -237,7 +263,7 @@ def share_view(request: HttpRequest, token: str) -> HttpResponse:
     if link is None:
         return render(request, "explorer/share_invalid.html", {"reason": why}, status=410)
     try:
-        ctx = _path_context(link.src, link.dst)
+        ctx = _path_context(link.src, link.dst, ingest.ANYONE)  # the link is the sender's authority
     except ingest.RefError as exc:
         return render(request, "explorer/share_invalid.html",
                       {"reason": f"The shared path no longer exists: {exc.message}"}, status=410)
@@ -267,7 +293,7 @@ def share_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
-    h = _host_or_404(cluster, hostname)
+    h = _host_or_404(request, cluster, hostname)
     history = list(ingest.host_snapshots(h)[:200])
     b = ex.host_snapshot(h, _int(request.GET.get("b")))
     a = ex.host_snapshot(h, _int(request.GET.get("a"))) if request.GET.get("a") else (b and ex.previous_snapshot(b))
@@ -300,10 +326,7 @@ def _parse_moment(value: str | None) -> datetime | None:
 @require_GET
 def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
     """The cluster at two moments: each host's snapshot in force then, compared."""
-    try:
-        c = ingest.get_cluster(cluster)
-    except Cluster.DoesNotExist:
-        raise Http404(f"no cluster {cluster!r}") from None
+    c = _cluster_or_404(request, cluster)
     t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
     rows = []
     if t_a is not None:
@@ -324,56 +347,112 @@ def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
 # -- paste ------------------------------------------------------------------------------------
 
 
-def _paste_clusters() -> list[Cluster]:
-    return list(Cluster.objects.order_by("name"))
-
-
 def _section_error(exc: ParseError, section) -> dict:
     box_line = section.first_line + max(exc.line_no, 1) - 1
     return {"section": section.kind, "line_no": exc.line_no, "box_line": box_line, "line": exc.line,
             "reason": exc.reason}
 
 
+def _paste_sections(texts: list[str]) -> tuple[dict[str, str], list[dict]]:
+    """The report sections of the pasted boxes, each parsed once to check it, and the errors.
+
+    A kind pasted twice (in one box or in two) is refused, naming both places: a report holds
+    one output of each command, and keeping either one silently would lose the other."""
+    sections: dict[str, str] = {}
+    where: dict[str, int] = {}
+    errors: list[dict] = []
+    parts = [(box, s) for box, text in enumerate(texts, start=1) for s in split_paste(text)]
+    if not parts:
+        errors.append({"reason": "Paste at least one command output (e.g. nvidia-smi topo -m), "
+                                 "or choose an agent report file."})
+    for box, s in parts:
+        if s.kind in where and s.kind is not None:
+            errors.append({"box": box, "box_line": s.first_line, "section": s.kind,
+                           "reason": f"a second {s.kind} output (box {where[s.kind]} has one already): paste each "
+                                     "command's output once, or remove one of them"})
+            continue
+        if s.error or s.kind is None:
+            errors.append({"box": box, "box_line": s.first_line, "reason": s.error or "unknown kind"})
+            continue
+        try:
+            KINDS[s.kind].parse(s.text)
+        except ParseError as exc:
+            errors.append({"box": box, **_section_error(exc, s)})
+            continue
+        sections[s.kind] = s.text
+        where[s.kind] = box
+    return sections, errors
+
+
+class PasteRefused(Exception):
+    """Why a paste cannot go into the cluster asked for, and the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def _paste_target(request: HttpRequest, form: dict) -> tuple[Cluster | None, str | None]:
+    """(existing cluster, or the name of a cluster to create): pasting takes the editor role in an
+    existing cluster, and the permission to create clusters for a new one; raises PasteRefused."""
+    name = (form["new_cluster"] or form["cluster"]).strip()
+    visible = access.visible_clusters(request.user).filter(name=name).first()
+    if visible is not None:
+        if not access.has_role(request.user, visible, access.EDITOR):
+            raise PasteRefused(f"Cluster: your role in {name!r} is {access.role_of(request.user, visible)}; "
+                               "pasting reports needs editor. Ask one of its admins.", status=403)
+        return visible, None
+    if form["new_cluster"].strip():
+        if not access.can_create_clusters(request.user):
+            raise PasteRefused("Cluster: you may not create clusters; choose one where you are an editor.")
+        if Cluster.objects.filter(name=name).exists():
+            raise PasteRefused(f"Cluster: the name {name!r} is taken; choose another one.")
+        try:
+            ingest_services.check_cluster_name(name)
+        except ValueError as exc:
+            raise PasteRefused(f"Cluster: {exc}") from None
+        return None, name
+    raise PasteRefused(f"Cluster: no cluster {name!r} of yours; choose one where you are an editor.")
+
+
+def _too_large(request: HttpRequest) -> bool:
+    """Whether the request body is over the report limit (plus room for the form), read from its
+    Content-Length before any of the body is read."""
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    return declared.isdigit() and int(declared) > settings.MAX_REPORT_BYTES + 64 * 1024
+
+
 @login_required
 def paste(request: HttpRequest) -> HttpResponse:
-    clusters_ = _paste_clusters()
-    ctx: dict = {"clusters": clusters_, "kinds": KINDS, "errors": [], "form": {}}
+    clusters_ = list(access.clusters_with_role(request.user, access.EDITOR).order_by("name"))
+    can_create = access.can_create_clusters(request.user)
+    ctx: dict = {"clusters": clusters_, "kinds": KINDS, "errors": [], "form": {}, "can_create": can_create,
+                 "max_bytes": settings.MAX_REPORT_BYTES}
     if request.method != "POST":
-        ctx["form"] = {"cluster": clusters_[0].name if clusters_ else "", "new_cluster": "" if clusters_ else "pasted"}
+        ctx["form"] = {"cluster": clusters_[0].name if clusters_ else "",
+                       "new_cluster": "" if clusters_ or not can_create else "pasted"}
         return render(request, "explorer/paste.html", ctx)
+    if _too_large(request):
+        ctx["errors"] = [{"reason": f"The upload is larger than the limit of {settings.MAX_REPORT_BYTES} bytes "
+                                    "(TOPOWEB_MAX_REPORT_BYTES); nothing was read."}]
+        return render(request, "explorer/paste.html", ctx, status=413)
     form = {k: request.POST.get(k, "") for k in ("cluster", "new_cluster", "hostname")}
     texts = [t for t in request.POST.getlist("text") if t.strip()]
     ctx["form"], ctx["texts"] = form, texts or [""]
+    try:
+        target, new_name = _paste_target(request, form)
+    except PasteRefused as exc:
+        ctx["errors"] = [{"reason": exc.message}]
+        return render(request, "explorer/paste.html", ctx, status=exc.status)
     upload_file = request.FILES.get("report")
-    name = (form["new_cluster"] or form["cluster"]).strip()
-    c = Cluster.objects.filter(name=name).first()
-    if c is None:
-        try:
-            c = ingest_services.create_cluster(name=name)
-        except ValueError as exc:
-            ctx["errors"].append({"reason": f"Cluster: {exc}"})
-            return render(request, "explorer/paste.html", ctx, status=400)
     if upload_file is not None:
-        report = upload_file.read()
-        source_name = upload_file.name
+        if upload_file.size > settings.MAX_REPORT_BYTES:
+            ctx["errors"] = [{"reason": f"{upload_file.name} is {upload_file.size} bytes; the limit is "
+                                        f"{settings.MAX_REPORT_BYTES} bytes (TOPOWEB_MAX_REPORT_BYTES)."}]
+            return render(request, "explorer/paste.html", ctx, status=413)
+        report, source_name = upload_file.read(), upload_file.name
     else:
-        sections, errors = {}, []
-        parts = []
-        for box, text in enumerate(texts, start=1):
-            parts += [(box, s) for s in split_paste(text)]
-        if not parts:
-            errors.append({"reason": "Paste at least one command output (e.g. nvidia-smi topo -m), "
-                                     "or choose an agent report file."})
-        for box, s in parts:
-            if s.error or s.kind is None:
-                errors.append({"box": box, "box_line": s.first_line, "reason": s.error or "unknown kind"})
-                continue
-            try:
-                KINDS[s.kind].parse(s.text)
-            except ParseError as exc:
-                errors.append({"box": box, **_section_error(exc, s)})
-                continue
-            sections[s.kind] = s.text
+        sections, errors = _paste_sections(texts)
         if not form["hostname"].strip():
             errors.append({"reason": "Host name: give the name of the machine these outputs came from."})
         if errors:
@@ -383,22 +462,35 @@ def paste(request: HttpRequest) -> HttpResponse:
                   "sections": sections, "meta": {"source": "web paste"}}
         source_name = "paste"
     try:
-        upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
-                                                         user=request.user, source_name=source_name)
+        # A new cluster exists only if its first report is accepted: a failed paste creates nothing.
+        with transaction.atomic():
+            c = target
+            if c is None:
+                c = ingest_services.create_cluster(name=new_name)
+                access.grant(cluster=c, role=access.ADMIN, username=request.user.get_username())
+            upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
+                                                             user=request.user, source_name=source_name)
     except ingest_services.ReportRejected as exc:
         ctx["errors"] = [{"reason": exc.message}]
-        return render(request, "explorer/paste.html", ctx, status=400)
-    # A pasted report is read while the person waits: process it here (idempotent if a worker got it).
-    status = ingest_services.process_upload(upload.pk)
-    upload.refresh_from_db()
-    if status == Upload.Status.FAILED or upload.status == Upload.Status.FAILED:
+        return render(request, "explorer/paste.html", ctx, status=exc.status)
+    return _after_paste(request, c, upload, ctx)
+
+
+def _after_paste(request: HttpRequest, c: Cluster, upload: Upload, ctx: dict) -> HttpResponse:
+    """Open the host page on the pasted report's snapshot. With in-process tasks (``make run``) the
+    report is analysed here, within the report caps; with workers the request does no analysis
+    and the host page says the report is being read."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        ingest_services.process_upload(upload.pk)  # idempotent: a no-op if it ran on commit already
+    upload.refresh_from_db(fields=["status", "error"])
+    if upload.status == Upload.Status.FAILED:
         err = upload.error or {}
         ctx["errors"] = [{"section": err.get("section"), "line_no": err.get("line_no"), "line": err.get("line"),
                           "reason": err.get("reason")}]
         return render(request, "explorer/paste.html", ctx, status=400)
-    snap = Snapshot.objects.filter(upload=upload).only("pk").first()
     url = reverse("explorer:host", args=[c.name, upload.host.hostname])
-    return redirect(f"{url}?snapshot={snap.pk}" if snap else url)
+    snap = Snapshot.objects.filter(upload=upload).only("pk").first()
+    return redirect(f"{url}?snapshot={snap.pk}" if snap else f"{url}?upload={upload.pk}")
 
 
 @login_required
@@ -413,14 +505,14 @@ def paste_detect(request: HttpRequest) -> JsonResponse:
 # -- capacity ---------------------------------------------------------------------------------
 
 
-def _capacity_default(options: list[dict], cluster_name: str | None) -> list[int]:
+def _capacity_default(options: list[dict], cluster_name: str | None, cluster_ids: set[int] | None) -> list[int]:
     """Two layouts worth comparing: of the cluster asked for (else the one that reported last),
     the two distinct layouts with the highest 1-node busbw. Each layout (fingerprint) is read from
     one of its hosts, so the cost does not grow with the cluster."""
     if not options:
         return []
     if not cluster_name or not any(o["cluster"] == cluster_name for o in options):
-        cluster_name = ex.cluster_reported_last()
+        cluster_name = ex.cluster_reported_last(cluster_ids)
     reps: dict[str, int] = {}
     for pk, fp in ex.latest_layouts_of(cluster_name):
         reps.setdefault(fp or f"snapshot-{pk}", pk)
@@ -432,9 +524,9 @@ def _capacity_default(options: list[dict], cluster_name: str | None) -> list[int
 @login_required
 @require_GET
 def capacity(request: HttpRequest) -> HttpResponse:
-    options, by_id = _pickers()
+    options, by_id = _pickers(request)
     if not request.GET.get("a") and not request.GET.get("b") and options:
-        picked = _capacity_default(options, request.GET.get("cluster"))
+        picked = _capacity_default(options, request.GET.get("cluster"), access.visible_cluster_ids(request.user))
         if picked:
             query = "&".join(f"{k}={pk}" for k, pk in zip(("a", "b"), picked))
             return redirect(f"{reverse('explorer:capacity')}?{query}")
@@ -450,6 +542,8 @@ def capacity(request: HttpRequest) -> HttpResponse:
             cl, _, hn = ref.partition("/")
             h = Host.objects.filter(cluster__name=cl, hostname=hn).first()
             snap = ex.snapshot_with_host(ex.host_snapshot(h, None).pk) if h and ex.host_snapshot(h, None) else None
+        if snap is not None and not access.has_role(request.user, snap.host.cluster, access.VIEWER):
+            snap = None  # another team's layout is answered as not found
         if snap is None:
             messages.error(request, f"Layout {key.upper()}: no snapshot {ref!r}")
             continue

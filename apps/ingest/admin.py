@@ -1,27 +1,72 @@
-"""Admin pages for the ingest tables (read-mostly: raw uploads are never edited)."""
+"""Admin pages for the ingest tables (read-mostly: raw uploads are never edited).
+
+Superusers see every row. Other staff users (with the Django model permissions) see and change
+only the rows of clusters where they hold the admin role (``apps.ingest.access``): a cluster's
+admins manage its members and tokens here.
+"""
 
 from django.contrib import admin
 
-from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Snapshot, Upload
+from apps.ingest import access
+from apps.ingest.models import AgentToken, Cluster, ClusterGrant, Host, ImportJob, Snapshot, Upload
+
+
+class ClusterScopedAdmin(admin.ModelAdmin):
+    """Rows limited to the clusters the staff user administers; ``cluster_path`` leads from the
+    model to its cluster (``"pk"`` for the Cluster itself)."""
+
+    cluster_path = "cluster"
+
+    def get_queryset(self, request):
+        rows = super().get_queryset(request)
+        if request.user.is_superuser:
+            return rows
+        mine = access.clusters_with_role(request.user, access.ADMIN)
+        return rows.filter(**{f"{self.cluster_path}__in": mine})
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "cluster" and not request.user.is_superuser:
+            kwargs["queryset"] = access.clusters_with_role(request.user, access.ADMIN)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ClusterGrantInline(admin.TabularInline):
+    """Members of a cluster: users and groups with their role (the same as manage.py grant / revoke)."""
+
+    model = ClusterGrant
+    extra = 1
+    fields = ("user", "group", "role")
+    autocomplete_fields = ("user", "group")
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "description", "created_at")
+class ClusterAdmin(ClusterScopedAdmin):
+    cluster_path = "pk"
+    list_display = ("name", "description", "open_to_all_users", "created_at")
+    list_filter = ("open_to_all_users",)
     search_fields = ("name",)
+    inlines = [ClusterGrantInline]
+
+
+@admin.register(ClusterGrant)
+class ClusterGrantAdmin(ClusterScopedAdmin):
+    list_display = ("cluster", "user", "group", "role", "created_at")
+    list_filter = ("role", ("cluster", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("cluster__name", "user__username", "group__name")
+    autocomplete_fields = ("user", "group")
 
 
 @admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
+class HostAdmin(ClusterScopedAdmin):
     list_display = ("hostname", "cluster", "last_seen_at")
-    list_filter = ("cluster",)
+    list_filter = (("cluster", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("hostname",)
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(admin.ModelAdmin):
+class AgentTokenAdmin(ClusterScopedAdmin):
     list_display = ("prefix", "cluster", "name", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("cluster",)
+    list_filter = (("cluster", admin.RelatedOnlyFieldListFilter),)
     readonly_fields = ("prefix", "token_hash", "created_at", "last_used_at", "created_by")
     search_fields = ("prefix", "name")
 
@@ -30,9 +75,9 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(Upload)
-class UploadAdmin(admin.ModelAdmin):
+class UploadAdmin(ClusterScopedAdmin):
     list_display = ("id", "host", "via", "status", "attempts", "size_bytes", "received_at")
-    list_filter = ("status", "via", "cluster")
+    list_filter = ("status", "via", ("cluster", admin.RelatedOnlyFieldListFilter))
     search_fields = ("host__hostname", "content_hash")
     readonly_fields = [f.name for f in Upload._meta.fields]
 
@@ -41,9 +86,10 @@ class UploadAdmin(admin.ModelAdmin):
 
 
 @admin.register(Snapshot)
-class SnapshotAdmin(admin.ModelAdmin):
+class SnapshotAdmin(ClusterScopedAdmin):
+    cluster_path = "host__cluster"
     list_display = ("id", "host", "collected_at", "gpu_count", "gpu_model", "nic_count", "crit_count", "high_count")
-    list_filter = ("host__cluster",)
+    list_filter = (("host__cluster", admin.RelatedOnlyFieldListFilter),)
     readonly_fields = [f.name for f in Snapshot._meta.fields]
 
     def has_add_permission(self, request) -> bool:
@@ -51,6 +97,6 @@ class SnapshotAdmin(admin.ModelAdmin):
 
 
 @admin.register(ImportJob)
-class ImportJobAdmin(admin.ModelAdmin):
+class ImportJobAdmin(ClusterScopedAdmin):
     list_display = ("id", "cluster", "source_name", "status", "processed", "total", "created_at")
     readonly_fields = [f.name for f in ImportJob._meta.fields]

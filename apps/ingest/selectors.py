@@ -1,17 +1,18 @@
 """Ingestion reads for the API and the UI (no writes here).
 
-``clusters_overview() -> list[ClusterOverview]``
-    every cluster with host / snapshot / upload counts and the latest report time.
+``clusters_overview(clusters=None) -> list[ClusterOverview]``
+    every cluster (or those of the queryset ``clusters``) with host / snapshot / upload counts and the latest report time.
 ``latest_snapshots(cluster) -> list[Snapshot]``
     the newest snapshot of each host of ``cluster`` (by collected_at, then id), hosts by name;
     ``document`` is deferred (use ``get_snapshot_doc``).
 ``host_snapshots(host) -> QuerySet[Snapshot]``  newest first, ``document`` deferred.
 ``get_snapshot_doc(snapshot_id) -> dict``  the snapshot document (raises ``Snapshot.DoesNotExist``).
 ``upload_status(upload) -> dict``  the status payload of ``GET /api/v1/uploads/{id}``.
-``resolve_gpu_ref(ref) -> (Snapshot, "GPU<i>")``
-    ``"<snapshot id>/GPU<i>"`` or ``"<cluster>/<host>/GPU<i>"`` (that host's latest snapshot);
-    raises ``RefError`` (``.status`` 400 or 404) naming what is wrong.
-``path_between_refs(src, dst) -> dict``  ``apps.domain.analysis.path_between`` on stored documents.
+``resolve_gpu_ref(ref, user) -> (Snapshot, "GPU<i>")``
+    ``"<snapshot id>/GPU<i>"`` or ``"<cluster>/<host>/GPU<i>"`` (that host's latest snapshot), in
+    a cluster ``user`` may view (``ANYONE``: no check, for share links); raises ``RefError``
+    (``.status`` 400 or 404) naming what is wrong.
+``path_between_refs(src, dst, user) -> dict``  ``apps.domain.analysis.path_between`` on stored documents.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
 from apps.ingest.models import Cluster, Host, ImportJob, Snapshot, Upload
 
 GPU_RE = re.compile(r"^GPU(\d+)$")
+ANYONE = object()  # resolve_gpu_ref without an access check
+
+
+def _may_view(user, cluster: Cluster) -> bool:
+    from apps.ingest import access
+
+    return user is ANYONE or access.has_role(user, cluster, access.VIEWER)
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,10 @@ class ClusterOverview:
     last_report_at: datetime | None
 
 
-def clusters_overview() -> list[ClusterOverview]:
-    rows = Cluster.objects.annotate(
+def clusters_overview(clusters: QuerySet[Cluster] | None = None) -> list[ClusterOverview]:
+    """Counts of ``clusters`` (default: every cluster; pass ``access.visible_clusters(user)``)."""
+    base = Cluster.objects.all() if clusters is None else clusters
+    rows = base.annotate(
         n_hosts=Count("hosts", distinct=True),
         n_uploads=Count("uploads", distinct=True),
         n_failed=Count("uploads", filter=Q(uploads__status=Upload.Status.FAILED), distinct=True),
@@ -48,7 +58,8 @@ def clusters_overview() -> list[ClusterOverview]:
         last_report=Max("uploads__received_at"),
     ).order_by("name")
     snapshot_counts = dict(
-        Snapshot.objects.values_list("host__cluster_id").annotate(n=Count("id")).values_list("host__cluster_id", "n")
+        Snapshot.objects.filter(host__cluster__in=base).values_list("host__cluster_id").annotate(n=Count("id"))
+        .values_list("host__cluster_id", "n")
     )
     return [
         ClusterOverview(
@@ -117,21 +128,24 @@ class RefError(LookupError):
         self.status = status
 
 
-def resolve_gpu_ref(ref: str) -> tuple[Snapshot, str]:
+def resolve_gpu_ref(ref: str, user) -> tuple[Snapshot, str]:
+    """Resolve a GPU reference in the clusters ``user`` may view (others are answered as if they
+    did not exist). ``ANYONE`` skips the check: only for share links, whose creator's access was
+    checked when the link was made."""
     ref = (ref or "").strip().strip("/")
     head, _, gpu = ref.rpartition("/")
     if not head or not GPU_RE.match(gpu):
         raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
     if head.isdigit():
         snapshot = Snapshot.objects.select_related("host", "host__cluster").filter(pk=int(head)).first()
-        if snapshot is None:
+        if snapshot is None or not _may_view(user, snapshot.host.cluster):
             raise RefError(f"{ref!r}: no snapshot {head}", status=404)
     else:
         cluster_name, _, hostname = head.partition("/")
         if not hostname or "/" in hostname:
             raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
-        host = Host.objects.filter(cluster__name=cluster_name, hostname=hostname).first()
-        if host is None:
+        host = Host.objects.select_related("cluster").filter(cluster__name=cluster_name, hostname=hostname).first()
+        if host is None or not _may_view(user, host.cluster):
             raise RefError(f"{ref!r}: no host {hostname!r} in cluster {cluster_name!r}", status=404)
         snapshot = (Snapshot.objects.select_related("host", "host__cluster").filter(host=host)
                     .order_by("-collected_at", "-id").first())
@@ -144,10 +158,10 @@ def resolve_gpu_ref(ref: str) -> tuple[Snapshot, str]:
     return snapshot, gpu
 
 
-def path_between_refs(src: str, dst: str) -> dict:
+def path_between_refs(src: str, dst: str, user) -> dict:
     from apps.domain.analysis import path_between
 
-    snap_a, gpu_a = resolve_gpu_ref(src)
-    snap_b, gpu_b = resolve_gpu_ref(dst)
+    snap_a, gpu_a = resolve_gpu_ref(src, user)
+    snap_b, gpu_b = resolve_gpu_ref(dst, user)
     result = path_between(snap_a.document, gpu_a, snap_b.document, gpu_b)
     return {**result, "src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk}

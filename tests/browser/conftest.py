@@ -29,7 +29,7 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server, django_user_model):
-    django_user_model.objects.create_user("ada", password="pw-not-secret")
+    django_user_model.objects.create_superuser("ada", password="pw-not-secret")  # a site admin
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     pg = context.new_page()
     errors: list[str] = []

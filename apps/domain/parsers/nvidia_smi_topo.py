@@ -73,6 +73,7 @@ import re
 from dataclasses import dataclass, field
 
 from apps.domain.errors import ParseError
+from apps.domain.limits import check_labels
 from apps.domain.parsers._text import clean_lines
 
 __all__ = [
@@ -462,6 +463,7 @@ def _parse(text: str, kind: str) -> TopoMatrix:
                                 f"{' '.join(repr(p) for p in pieces)}")
             columns.extend(pieces)
             spans.append((start, end))
+        check_labels(kind, header_idx + 1, hline, columns)  # before any row is read
         aff_cols = [name for name, _, _ in header[1]]
         spans.extend((s, e) for _, s, e in header[1])
         names = [tok for tok, _, _ in header[0]] + aff_cols

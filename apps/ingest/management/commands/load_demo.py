@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -41,13 +42,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--cluster", default=None, help="cluster name (default: the demo's, 'demo')")
+        parser.add_argument("--members-only", action="store_true",
+                            help="do not open the demo to every signed-in user (default: open, as "
+                                 "TOPOWEB_DEMO_OPEN_TO_ALL says); grant roles with manage.py grant")
 
-    def handle(self, *args, cluster: str | None, **options) -> None:
+    def handle(self, *args, cluster: str | None, members_only: bool, **options) -> None:
         cluster_spec, reports = demo_reports()
         name = cluster or cluster_spec["name"]
         with transaction.atomic():
             target, made = Cluster.objects.get_or_create(name=name,
                                                          defaults={"description": cluster_spec["description"]})
+            if made:  # a demo cluster made earlier keeps the openness its admins chose
+                target.open_to_all_users = settings.DEMO_OPEN_TO_ALL and not members_only
+                target.save(update_fields=["open_to_all_users"])
         created = 0
         for host_spec, report in reports:
             upload, new = services.submit_report(cluster=target, report=report, via=Upload.Via.IMPORT,
