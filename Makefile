@@ -18,15 +18,19 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+# The local trial (`make run`) is the one place debug is on by default; a server started any
+# other way runs with TOPOWEB_DEBUG off and needs TOPOWEB_SECRET_KEY.
+DEV := TOPOWEB_DEBUG=$${TOPOWEB_DEBUG:-1}
+
 migrate: install
-	$(BIN)/python manage.py migrate --noinput
+	$(DEV) $(BIN)/python manage.py migrate --noinput
 
 demo: migrate
-	$(BIN)/python manage.py load_demo
+	$(DEV) $(BIN)/python manage.py load_demo
 
 run: demo
-	$(BIN)/python manage.py ensure_admin
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(DEV) $(BIN)/python manage.py ensure_admin
+	$(DEV) $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser is downloaded).
 browser:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from bench import BENCH_SECRET_KEY
+
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/topoweb_bench"
 BENCH_USER = "bench"
 _ready: str | None = None
@@ -29,6 +31,7 @@ def setup(url: str | None = None) -> str:
     os.environ.pop("TOPOWEB_BROKER_URL", None)  # filling runs in-process; the ingest group starts its own
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "topoweb.settings")
     os.environ.setdefault("TOPOWEB_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("TOPOWEB_SECRET_KEY", BENCH_SECRET_KEY)
     if url.startswith("postgres"):
         _create_database(url)
     import django

@@ -38,6 +38,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # also run as `python bench/ingest.py`
+from bench import BENCH_SECRET_KEY  # noqa: E402
 DB_URL = os.environ.get("TOPOWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/topoweb_bench_ingest")
 BROKER_URL = os.environ.get("TOPOWEB_BENCH_BROKER_URL", "redis://127.0.0.1:6379/11")
 DEMO = ROOT / "apps" / "ingest" / "demo" / "captures"
@@ -51,7 +53,7 @@ def _env() -> dict:
             "TOPOWEB_DEBUG": os.environ.get("TOPOWEB_DEBUG", "0"),
             # a fixed set of gunicorn threads and Celery processes: keep their connections open
             "TOPOWEB_DB_CONN_MAX_AGE": os.environ.get("TOPOWEB_DB_CONN_MAX_AGE", "60"),
-            "TOPOWEB_SECRET_KEY": os.environ.get("TOPOWEB_SECRET_KEY", "bench-only-key-not-secret-0123456789abcdef")}
+            "TOPOWEB_SECRET_KEY": os.environ.get("TOPOWEB_SECRET_KEY", BENCH_SECRET_KEY)}
 
 
 def _setup() -> None:

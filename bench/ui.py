@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import BENCH_SECRET_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = 256
 ODD_EVERY = 32  # one host in 32 has a port Down
@@ -28,7 +30,7 @@ ODD_EVERY = 32  # one host in 32 has a port Down
 def _setup_django(db_path: str) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "topoweb.settings"
     os.environ["TOPOWEB_DATABASE_URL"] = f"sqlite:///{db_path}"
-    os.environ.setdefault("TOPOWEB_SECRET_KEY", "bench-only-secret-key-0123456789")
+    os.environ.setdefault("TOPOWEB_SECRET_KEY", BENCH_SECRET_KEY)
     sys.path.insert(0, str(ROOT))
     import django
 

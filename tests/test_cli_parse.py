@@ -13,7 +13,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOPOWEB_SECRET_KEY": "test-only-key"}  # keep the dev-key warning off stderr
+    env = dict(os.environ)  # with the test-only secret key of tests/conftest.py: no warning on stderr
     return subprocess.run([sys.executable, "manage.py", "parse", *args], cwd=ROOT, input=stdin,
                           capture_output=True, text=True, timeout=120, env=env)
 

@@ -52,3 +52,29 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not items:
         raise ImproperlyConfigured(f"{name} is set but empty: give a comma-separated list")
     return items
+
+
+def check_time_limits(soft: int, hard: int, lease: int) -> None:
+    """Require soft < hard < lease: a task is asked to stop (soft limit), then killed (hard limit),
+    and only after that may its upload's lease run out and another worker claim it."""
+    if not soft < hard:
+        raise ImproperlyConfigured(
+            f"TOPOWEB_TASK_SOFT_TIME_LIMIT={soft} must be below TOPOWEB_TASK_TIME_LIMIT={hard} "
+            "(the soft limit lets a task record its failure before the hard limit kills it)")
+    if not hard < lease:
+        raise ImproperlyConfigured(
+            f"TOPOWEB_PROCESSING_LEASE_SECONDS={lease} must be above TOPOWEB_TASK_TIME_LIMIT={hard} "
+            "(an upload must never be claimed again while its first task may still run)")
+
+
+def cache_from_url(name: str, url: str | None) -> dict:
+    """Django ``CACHES["default"]`` for a cache URL: ``redis://`` / ``rediss://`` / ``unix://`` (shared
+    by every process using it), ``locmem://`` or unset (this process only)."""
+    if not url or url == "locmem://":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "topoweb"}
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        # Short timeouts: a cache host that is down must cost a request milliseconds, not seconds.
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+                "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}
+    raise ImproperlyConfigured(f"{name}={url!r}: expected redis://HOST:PORT/DB, rediss://..., unix://... "
+                               "or locmem:// (this process only)")

@@ -7,6 +7,7 @@ variable (``topoweb.env``).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -19,15 +20,23 @@ from topoweb.env import env_bool, env_int, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"  # git-ignored: the default SQLite file, uploads of the dev server
 
-DEBUG = env_bool("TOPOWEB_DEBUG", default=True)
+# Debug only when asked for (``make run`` sets TOPOWEB_DEBUG=1): a server started with no
+# environment must never show tracebacks or URL patterns, nor sign links with a public key.
+DEBUG = env_bool("TOPOWEB_DEBUG", default=False)
+# Under pytest the development key is allowed with debug off: tests run as production does.
+TESTING = "pytest" in sys.modules
 
-_DEV_SECRET = "topoweb-insecure-development-key-change-me"
-SECRET_KEY = env_str("TOPOWEB_SECRET_KEY")
+DEV_SECRET_KEY = "topoweb-insecure-development-key-change-me"
+SECRET_KEY = env_str("TOPOWEB_SECRET_KEY") or ""
+if not DEBUG and not TESTING and (not SECRET_KEY or SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50
+                                  or len(set(SECRET_KEY)) < 5):
+    raise ImproperlyConfigured(
+        "TOPOWEB_SECRET_KEY must be set to a long random value (50+ characters, not the development key) "
+        "when TOPOWEB_DEBUG is off; e.g. TOPOWEB_SECRET_KEY=$(python3 -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'). For a local trial run `make run` (it sets TOPOWEB_DEBUG=1).")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("TOPOWEB_SECRET_KEY must be set when TOPOWEB_DEBUG is off")
-    SECRET_KEY = _DEV_SECRET
-    if "pytest" not in sys.modules:
+    SECRET_KEY = DEV_SECRET_KEY
+    if DEBUG and not TESTING:
         warnings.warn("TOPOWEB_SECRET_KEY is not set: using the development key (never in production)")
 
 ALLOWED_HOSTS = env_list("TOPOWEB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
@@ -53,6 +62,23 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# HTTPS behind a proxy (docs: README "Running in production"). Each is off unless set.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("TOPOWEB_SECURE_COOKIES", default=False)
+SECURE_HSTS_SECONDS = env_int("TOPOWEB_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_HSTS_PRELOAD = env_bool("TOPOWEB_HSTS_PRELOAD", default=False)
+SECURE_SSL_REDIRECT = env_bool("TOPOWEB_SSL_REDIRECT", default=False)
+_proxy_header = env_str("TOPOWEB_PROXY_SSL_HEADER")  # e.g. X-Forwarded-Proto: the proxy sets it to "https"
+if _proxy_header:
+    if not re.fullmatch(r"[A-Za-z0-9-]+", _proxy_header.strip()):
+        raise ImproperlyConfigured(f"TOPOWEB_PROXY_SSL_HEADER={_proxy_header!r}: expected a header name, "
+                                   "e.g. X-Forwarded-Proto")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.strip().upper().replace("-", "_"), "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 
 ROOT_URLCONF = "topoweb.urls"
 WSGI_APPLICATION = "topoweb.wsgi.application"
@@ -123,9 +149,42 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
 # Ingestion
+from topoweb.env import cache_from_url, check_time_limits  # noqa: E402 (next to the settings they build)
+
 MAX_REPORT_BYTES = env_int("TOPOWEB_MAX_REPORT_BYTES", 5 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REPORT_BYTES + 1024 * 1024
 SWEEP_AFTER_SECONDS = env_int("TOPOWEB_SWEEP_AFTER_SECONDS", 120, minimum=1)
+# A report dated further ahead of the server's clock is dated by its arrival (it would pin "latest").
+CLOCK_SKEW_SECONDS = env_int("TOPOWEB_CLOCK_SKEW_SECONDS", 300, minimum=0)
+# Most members (archive entries, files of a folder) one bulk import reads; the rest is left unread.
+IMPORT_MAX_MEMBERS = env_int("TOPOWEB_IMPORT_MAX_MEMBERS", 100_000, minimum=1)
+# Processing an upload (docs/ingestion.md "Pipeline"): a task is asked to stop after the soft
+# limit and killed at the hard limit; the worker that claimed the upload holds it for the lease,
+# longer than the hard limit, so nobody claims it again while that task may still run. After
+# MAX_ATTEMPTS claims that never finished (the worker died or was killed) the upload is failed.
+MAX_ATTEMPTS = env_int("TOPOWEB_MAX_ATTEMPTS", 3, minimum=1)
+TASK_SOFT_TIME_LIMIT = env_int("TOPOWEB_TASK_SOFT_TIME_LIMIT", 120, minimum=1)
+TASK_TIME_LIMIT = env_int("TOPOWEB_TASK_TIME_LIMIT", 180, minimum=1)
+PROCESSING_LEASE_SECONDS = env_int("TOPOWEB_PROCESSING_LEASE_SECONDS", TASK_TIME_LIMIT + 60, minimum=1)
+check_time_limits(TASK_SOFT_TIME_LIMIT, TASK_TIME_LIMIT, PROCESSING_LEASE_SECONDS)
+# A bulk import reads many reports in one task: its own, longer limits. A job still "running"
+# past its hard limit (+ 60 s) has lost its worker; the sweeper ends it "failed".
+IMPORT_SOFT_TIME_LIMIT = env_int("TOPOWEB_IMPORT_SOFT_TIME_LIMIT", 3600, minimum=1)
+IMPORT_TIME_LIMIT = env_int("TOPOWEB_IMPORT_TIME_LIMIT", IMPORT_SOFT_TIME_LIMIT + 60, minimum=1)
+if not IMPORT_SOFT_TIME_LIMIT < IMPORT_TIME_LIMIT:
+    raise ImproperlyConfigured(f"TOPOWEB_IMPORT_SOFT_TIME_LIMIT={IMPORT_SOFT_TIME_LIMIT} must be below "
+                               f"TOPOWEB_IMPORT_TIME_LIMIT={IMPORT_TIME_LIMIT}")
+# Redis redelivers an unacknowledged task after its visibility timeout: never while it may still run.
+CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = max(600, PROCESSING_LEASE_SECONDS, IMPORT_TIME_LIMIT + 60)
+
+# POST /api/v1/reports per agent token (a cluster's whole fleet shares one): 0 turns it off.
+RATE_LIMIT_PER_MINUTE = env_int("TOPOWEB_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
+# The rate limit counts in this cache: a shared one (Redis) for several server processes; the
+# default, local memory, counts per process.
+CACHES = {"default": cache_from_url("TOPOWEB_CACHE_URL", env_str("TOPOWEB_CACHE_URL"))}
+
+# Access: the demo cluster (manage.py load_demo) is readable by every signed-in user unless this is off.
+DEMO_OPEN_TO_ALL = env_bool("TOPOWEB_DEMO_OPEN_TO_ALL", default=True)
 
 # Shared read-only path links
 SHARE_LINK_MAX_AGE_DAYS = env_int("TOPOWEB_SHARE_LINK_MAX_AGE_DAYS", 14, minimum=1)

@@ -9,3 +9,6 @@ urlpatterns = [
     path("", include("apps.ingest.urls")),  # /api/v1/..., /agent.py
     path("", include("apps.explorer.urls")),  # the pages
 ]
+
+handler404 = "topoweb.errors.handler404"
+handler500 = "topoweb.errors.handler500"

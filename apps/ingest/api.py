@@ -18,6 +18,7 @@ Every error is ``{"error": message, "code": code, ...}``; codes are listed in do
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -28,8 +29,11 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
-from apps.ingest import selectors, services
+from apps.ingest import access, ratelimit, selectors, services
 from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Snapshot, Upload
+from topoweb import errors
+
+log = logging.getLogger(__name__)
 
 api = NinjaAPI(
     title="topoweb API",
@@ -78,6 +82,17 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error(request, str(exc), exc.status_code, "not_found" if exc.status_code == 404 else "error")
 
 
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """No traceback reaches a client, with or without debug: a database outage is 503 with
+    ``Retry-After``; anything else is logged and answered 500 JSON."""
+    if isinstance(exc, errors.UNAVAILABLE_ERRORS):
+        log.warning("database unavailable while serving %s: %s", request.path, exc)
+        return errors.unavailable_response(request)
+    log.exception("unexpected error while serving %s", request.path)
+    return error(request, "internal error; it has been logged", 500, "internal_error")
+
+
 # ---------------------------------------------------------------------------------------- schemas
 
 
@@ -98,6 +113,7 @@ class Accepted(Schema):
     status_url: str
     status: str
     duplicate: bool
+    warnings: list[str] = []  # what was not used as sent, e.g. a collected_at ahead of the server's clock
 
 
 class ErrorOut(Schema):
@@ -114,14 +130,22 @@ def _upload_url(request: HttpRequest, upload_id: int) -> str:
 
 @api.post(
     "/reports", auth=token_auth, url_name="reports",
-    response={202: Accepted, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut},
+    response={202: Accepted, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 429: ErrorOut},
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": ReportIn.model_json_schema()}}}},
     summary="Submit one node report (agent token)",
 )
 def post_report(request: HttpRequest):
     """Store one report verbatim (202). A resent identical report answers ``duplicate: true``
-    with the original upload id. Parsing happens later; poll ``status_url``."""
+    with the original upload id. Parsing happens later; poll ``status_url``. A token over
+    ``TOPOWEB_RATE_LIMIT_PER_MINUTE`` reports this minute gets 429 with ``Retry-After``."""
+    limited = ratelimit.check_reports(request.auth.prefix)
+    if limited is not None:
+        response = error(request, f"too many reports with this token: at most {limited.limit} a minute "
+                         f"(TOPOWEB_RATE_LIMIT_PER_MINUTE); retry after {limited.retry_after} s",
+                         429, "rate_limited", retry_after=limited.retry_after)
+        response["Retry-After"] = str(limited.retry_after)
+        return response
     declared = request.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > settings.MAX_REPORT_BYTES:
         return error(request, f"report is {declared} bytes; the limit is {settings.MAX_REPORT_BYTES} bytes",
@@ -135,7 +159,7 @@ def post_report(request: HttpRequest):
         return api.create_response(request, exc.as_dict(), status=exc.status)
     return Status(202, {"upload_id": upload.pk, "status_url": _upload_url(request, upload.pk),
                  "status": upload.status if created else Upload.objects.get(pk=upload.pk).status,
-                 "duplicate": not created})
+                 "duplicate": not created, "warnings": getattr(upload, "notices", [])})
 
 
 # ---------------------------------------------------------------------------------------- read
@@ -144,11 +168,12 @@ def post_report(request: HttpRequest):
 @api.get("/uploads/{upload_id}", auth=[django_auth, token_auth], url_name="upload-status",
          summary="Status of an upload (session, or the token that sent it)")
 def get_upload(request: HttpRequest, upload_id: int):
-    upload = Upload.objects.select_related("cluster", "host").filter(pk=upload_id).first()
-    if isinstance(request.auth, AgentToken) and (upload is None or upload.token_id != request.auth.pk):
-        # A token sees only its own uploads; do not tell it whether others exist.
-        return error(request, f"no upload {upload_id} sent with this token", 404, "not_found")
-    if upload is None:
+    upload = Upload.objects.select_related("cluster", "host").defer("raw").filter(pk=upload_id).first()
+    if isinstance(request.auth, AgentToken):
+        if upload is None or upload.token_id != request.auth.pk:
+            # A token sees only its own uploads; do not tell it whether others exist.
+            return error(request, f"no upload {upload_id} sent with this token", 404, "not_found")
+    elif upload is None or not access.has_role(request.user, upload.cluster, access.VIEWER):
         return error(request, f"no upload {upload_id}", 404, "not_found")
     return selectors.upload_status(upload)
 
@@ -156,14 +181,15 @@ def get_upload(request: HttpRequest, upload_id: int):
 @api.get("/uploads/{upload_id}/report", auth=django_auth, url_name="upload-report",
          summary="The raw report exactly as received")
 def get_upload_report(request: HttpRequest, upload_id: int):
-    upload = Upload.objects.filter(pk=upload_id).only("raw").first()
-    if upload is None:
+    upload = Upload.objects.select_related("cluster").filter(pk=upload_id).only("raw", "cluster").first()
+    if upload is None or not access.has_role(request.user, upload.cluster, access.VIEWER):
         return error(request, f"no upload {upload_id}", 404, "not_found")
     return HttpResponse(upload.raw.encode("utf-8"), content_type="application/json; charset=utf-8")
 
 
 def _cluster_or_404(request: HttpRequest, name: str) -> Cluster:
-    cluster = Cluster.objects.filter(name=name).first()
+    """The cluster of that name if the signed-in person may view it; else 404 (it does not exist for them)."""
+    cluster = access.visible_clusters(request.user).filter(name=name).first()
     if cluster is None:
         raise HttpError(404, f"no cluster {name!r}")
     return cluster
@@ -175,7 +201,7 @@ def list_clusters(request: HttpRequest):
         {"name": o.cluster.name, "description": o.cluster.description, "hosts": o.host_count,
          "snapshots": o.snapshot_count, "uploads": o.upload_count, "failed_uploads": o.failed_upload_count,
          "pending_uploads": o.pending_upload_count, "last_report_at": o.last_report_at}
-        for o in selectors.clusters_overview()
+        for o in selectors.clusters_overview(access.visible_clusters(request.user))
     ]
 
 
@@ -214,7 +240,8 @@ def list_uploads(request: HttpRequest, cluster: str, status: str | None = None):
 @api.get("/clusters/{cluster}/hosts/{hostname}/snapshots", auth=django_auth, url_name="host-snapshots",
          summary="Snapshots of a host, newest first")
 def list_snapshots(request: HttpRequest, cluster: str, hostname: str):
-    host = Host.objects.filter(cluster__name=cluster, hostname=hostname).first()
+    host = Host.objects.filter(cluster__in=access.visible_clusters(request.user), cluster__name=cluster,
+                               hostname=hostname).first()
     if host is None:
         return error(request, f"no host {hostname!r} in cluster {cluster!r}", 404, "not_found")
     return [_snapshot_summary(s) for s in selectors.host_snapshots(host)]
@@ -224,7 +251,7 @@ def list_snapshots(request: HttpRequest, cluster: str, hostname: str):
          summary="A snapshot and its document (graph, findings, paths, estimate)")
 def get_snapshot(request: HttpRequest, snapshot_id: int):
     s = Snapshot.objects.select_related("host", "host__cluster").filter(pk=snapshot_id).first()
-    if s is None:
+    if s is None or not access.has_role(request.user, s.host.cluster, access.VIEWER):
         return error(request, f"no snapshot {snapshot_id}", 404, "not_found")
     return {**_snapshot_summary(s), "cluster": s.host.cluster.name, "hostname": s.host.hostname,
             "document": s.document}
@@ -239,7 +266,7 @@ def get_path(request: HttpRequest, src: str = "", dst: str = ""):
             return error(request, f"{name}: missing; e.g. ?src=demo/h100-a01/GPU0&dst=12/GPU5", 400,
                          "invalid_field", field=name)
     try:
-        return selectors.path_between_refs(src, dst)
+        return selectors.path_between_refs(src, dst, user=request.user)
     except selectors.RefError as exc:
         return error(request, exc.message, exc.status, "not_found" if exc.status == 404 else "invalid_ref")
     except (KeyError, ValueError) as exc:
@@ -249,10 +276,11 @@ def get_path(request: HttpRequest, src: str = "", dst: str = ""):
 @api.get("/imports/{job_id}", auth=django_auth, url_name="import-job", summary="Bulk import progress")
 def get_import(request: HttpRequest, job_id: int):
     job = ImportJob.objects.select_related("cluster").filter(pk=job_id).first()
-    if job is None:
+    if job is None or not access.has_role(request.user, job.cluster, access.VIEWER):
         return error(request, f"no import job {job_id}", 404, "not_found")
     return {"id": job.pk, "cluster": job.cluster.name, "source_name": job.source_name, "status": job.status,
             "total": job.total, "processed": job.processed, "created": job.created_count,
             "duplicates": job.duplicate_count, "rejected": job.failed_count, "errors": job.errors,
+            "errors_omitted": services.import_errors_omitted(job),
             "message": job.message, "created_at": job.created_at, "started_at": job.started_at,
             "finished_at": job.finished_at}

@@ -17,10 +17,17 @@ from topoweb.celery import app
 SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
 
 
+# Both limits sit below the upload's lease (topoweb.env.check_time_limits): the soft limit raises
+# SoftTimeLimitExceeded in the task, which fails the upload with its reason; the hard limit kills
+# the pool process, and the upload is claimed again once its lease runs out. The prefork pool
+# (celery's default) enforces them; ``-P solo`` does not.
+TIME_LIMITS = {"soft_time_limit": settings.TASK_SOFT_TIME_LIMIT, "time_limit": settings.TASK_TIME_LIMIT}
+
+
 # A database that refuses connections (restart, max_connections) is retried with backoff; any
 # upload still left behind is picked up by the sweeper.
 @shared_task(name="ingest.process_upload", ignore_result=True, autoretry_for=(OperationalError, InterfaceError),
-             retry_backoff=2, retry_backoff_max=60, max_retries=6)
+             retry_backoff=2, retry_backoff_max=60, max_retries=6, **TIME_LIMITS)
 def process_upload_task(upload_id: int) -> None:
     services.process_upload(upload_id)
 
@@ -30,7 +37,8 @@ def sweep_uploads_task() -> None:
     services.sweep_uploads()
 
 
-@shared_task(name="ingest.run_import_job", ignore_result=True)
+@shared_task(name="ingest.run_import_job", ignore_result=True, soft_time_limit=settings.IMPORT_SOFT_TIME_LIMIT,
+             time_limit=settings.IMPORT_TIME_LIMIT)
 def run_import_job_task(job_id: int) -> None:
     services.run_import_job(job_id)
 

@@ -4,7 +4,9 @@ and an end-to-end run against a live server with --from-dir on real captures."""
 from __future__ import annotations
 
 import ast
+import datetime
 import http.server
+import importlib.util
 import json
 import os
 import re
@@ -13,6 +15,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -293,15 +297,19 @@ def test_unreachable_server_exits_4_after_retries(tmp_path):
     assert result.stderr.count("retrying") == 2 and "gave up after 3 attempts" in result.stderr
 
 
-def _fake_server(answers: list[int], seen: list) -> http.server.HTTPServer:
+def _fake_server(answers: list, seen: list) -> http.server.HTTPServer:
+    """Answers each POST with the next of ``answers``: a status, or (status, {header: value})."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             seen.append((self.headers["Authorization"], json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-            code = answers.pop(0)
+            answer = answers.pop(0)
+            code, headers = answer if isinstance(answer, tuple) else (answer, {})
             payload = {"upload_id": 7, "status": "received", "duplicate": False, "status_url": "u"} if code == 202 \
                 else {"error": "busy"}
             data = json.dumps(payload).encode()
             self.send_response(code)
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -386,3 +394,95 @@ def test_agent_end_to_end_against_live_server(live_server, tmp_path, python):
     import urllib.request
     served.write_bytes(urllib.request.urlopen(live_server.url + "/agent.py").read())
     assert served.read_bytes() == AGENT.read_bytes()
+
+
+def _captures(tmp_path) -> Path:
+    captures = tmp_path / "cap"
+    captures.mkdir(parents=True)
+    shutil.copy(TOPO, captures / "nvidia_smi_topo.txt")
+    return captures
+
+
+@pytest.mark.parametrize("python", AGENT_PYTHONS)
+def test_429_waits_the_retry_after_seconds_then_sends(tmp_path, python):
+    seen: list = []
+    server = _fake_server([(429, {"Retry-After": "1"}), 202], seen)
+    started = time.monotonic()
+    try:
+        result = run_agent("--from-dir", str(_captures(tmp_path)), "--server", f"http://127.0.0.1:{server.server_port}",
+                           "--retry-wait", "0.01", env={"TOPOWEB_TOKEN": "tw_secret"}, python=python)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= 1.0  # it waited what the server asked, not its own 0.01 s
+    assert len(seen) == 2 and "upload 7" in result.stderr
+    assert re.search(r"server answered 429: busy; retrying in 1\.\ds as the server asked \(Retry-After 1 s; 1 of 5\)",
+                     result.stderr), result.stderr
+    quiet = _fake_server([(429, {"Retry-After": "0"}), 202], [])
+    try:
+        hushed = run_agent("--from-dir", str(_captures(tmp_path / "q")), "--server",
+                           f"http://127.0.0.1:{quiet.server_port}", "--quiet", env={"TOPOWEB_TOKEN": "t"},
+                           python=python)
+    finally:
+        quiet.shutdown()
+    assert hushed.returncode == 0 and hushed.stderr == ""
+
+
+def _load_agent():
+    spec = importlib.util.spec_from_file_location("topoweb_agent_under_test", AGENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def agent_module(monkeypatch):
+    """The agent loaded in-process, its sleeps recorded instead of slept."""
+    module = _load_agent()
+    sleeps: list[float] = []
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(sleep=sleeps.append, time=time.time,
+                                                              monotonic=time.monotonic))
+    module.sleeps = sleeps
+    return module
+
+
+def test_retry_after_is_honoured_capped_and_counts_against_the_retries(agent_module, capsys):
+    seen: list = []
+    server = _fake_server([(429, {"Retry-After": "7"}), (503, {"Retry-After": "4000"}), (500, {"Retry-After": "9"}),
+                           202], seen)
+    try:
+        payload = agent_module.send(f"http://127.0.0.1:{server.server_port}", "tw_x", {"hostname": "h"},
+                                    retries=5, retry_wait=0.5, http_timeout=5)
+    finally:
+        server.shutdown()
+    assert payload["upload_id"] == 7 and len(seen) == 4
+    first, second, third = agent_module.sleeps
+    assert 7.0 <= first <= 7.5  # what the server asked, plus at most --retry-wait of spread
+    assert 300.0 <= second <= 300.5  # capped at 300 s
+    assert 0.5 * 4 * 0.8 <= third <= 0.5 * 4 * 1.2  # a 500's Retry-After is not a promise: own backoff
+    err = capsys.readouterr().err
+    assert "as the server asked (Retry-After 7 s; 1 of 5)" in err
+    assert "as the server asked (Retry-After 4000 s, waiting at most 300; 2 of 5)" in err
+
+    # Each wait uses one retry: with --retries 1 the second 429 is the end (exit 4).
+    server = _fake_server([(429, {"Retry-After": "30"}), (429, {"Retry-After": "30"})], [])
+    agent_module.sleeps.clear()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            agent_module.send(f"http://127.0.0.1:{server.server_port}", "tw_x", {"hostname": "h"},
+                              retries=1, retry_wait=0.0, http_timeout=5)
+    finally:
+        server.shutdown()
+    assert exited.value.code == 4 and agent_module.sleeps == [30.0]
+    assert "gave up after 2 attempts" in capsys.readouterr().err
+
+
+def test_retry_after_header_values():
+    agent = _load_agent()
+    now = datetime.datetime(2025, 1, 31, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    assert agent.retry_after_seconds("42") == 42.0
+    assert agent.retry_after_seconds(" 0 ") == 0.0
+    assert agent.retry_after_seconds("Fri, 31 Jan 2025 12:01:30 GMT", now=now) == 90.0
+    assert agent.retry_after_seconds("Fri, 31 Jan 2025 11:00:00 GMT", now=now) == 0.0  # already past
+    for bad in (None, "", "soon", "-5", "1.5e3"):
+        assert agent.retry_after_seconds(bad) is None

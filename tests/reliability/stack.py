@@ -190,11 +190,15 @@ class Stack:
                                        start_new_session=True)
         wait_port(self.port, 60)
 
-    def start_worker(self, *, delay: float = 0.0, name: str | None = None) -> subprocess.Popen:
+    def start_worker(self, *, delay: float = 0.0, name: str | None = None, prefork: bool = False) -> subprocess.Popen:
+        """A worker process: ``-P solo`` (one process, no time limits), or with ``prefork`` Celery's
+        default pool with one child process, which enforces the time limits and is replaced when
+        it dies (as production workers run)."""
         env = {**self.env, "TOPOWEB_TEST_DELAY": str(delay)}
         name = name or f"w{len(self.workers)}-{uuid.uuid4().hex[:6]}"
         log = open(self.workdir / f"worker-{name}.log", "ab")
-        proc = subprocess.Popen([PYTHON, "-m", "tests.reliability.worker", "--pool=solo", f"--hostname={name}@%h"],
+        pool = ["--pool=prefork", "--concurrency=1"] if prefork else ["--pool=solo"]
+        proc = subprocess.Popen([PYTHON, "-m", "tests.reliability.worker", *pool, f"--hostname={name}@%h"],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.workers.append(proc)
         return proc

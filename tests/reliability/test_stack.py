@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -97,8 +98,10 @@ def test_worker_killed_mid_task_upload_is_processed_exactly_once(stack):
     upload_id = json.loads(body)["upload_id"]
     wait_until(lambda: ("start", "synth-slow-kill-0001") in stack.trace_lines(), 60, "the slow task started")
     assert stack.statuses() == {"processing": 1}
+    lease = stack.sql("SELECT lease_expires_at - started_at FROM ingest_upload WHERE id = %s", (upload_id,))[0][0]
+    assert lease.total_seconds() == 6  # TOPOWEB_PROCESSING_LEASE_SECONDS of stack_settings
     stack.kill(slow)
-    time.sleep(3.5)  # past PROCESSING_STALE_SECONDS of stack_settings: the claim is orphaned
+    time.sleep(6.5)  # past the lease: the dead worker's claim has expired
     stack.start_worker(name="healthy")
     wait_until(lambda: stack.manage("sweep_uploads", "--older-than", "0") and _all_processed(stack, 1), 120,
                "the orphaned upload processed by the healthy worker", interval=2.0)
@@ -158,3 +161,156 @@ def test_database_restart_during_uploads_clean_5xx_agents_retry_nothing_lost(pg_
         assert sorted(rows) == sorted(hostnames) and set(rows.values()) == {1}
     finally:
         stack.close()
+
+
+def test_poison_report_that_kills_its_worker_is_failed_after_three_attempts_while_others_flow(stack):
+    """A report whose analysis kills the worker process (``tests/reliability/worker.py`` exits on
+    ``meta.topoweb_test_exit_worker``) is tried three times, each claim ending with the process
+    dead and its lease expiring, then failed with the reason; its raw report stays. Reports sent
+    meanwhile are processed once each by the same workers (prefork: each pool replaces its dead
+    process)."""
+    token = stack.create_cluster("soak-poison")
+    workers = [stack.start_worker(prefork=True, name=f"pool{i}") for i in range(2)]
+    poison = next(iter_reports(1, seed=5))
+    poison["hostname"] = "synth-poison-0001"
+    poison["meta"] = {**(poison.get("meta") or {}), "topoweb_test_exit_worker": True}
+    poison_body = report_bytes(poison)
+    status, answer = post_report(stack.base, token, poison_body)
+    assert status == 202, answer
+    poison_id = json.loads(answer)["upload_id"]
+    others = _bodies(30, prefix="synth-flow-", seed=6)
+    pending = list(others)
+
+    def flow_and_sweep():
+        """Five more reports, then a sweep (as beat runs it): done when every upload is finished."""
+        for _ in range(min(5, len(pending))):
+            _, body = pending.pop(0)
+            assert send_with_retries(stack.base, token, body)[0] == 202
+        stack.manage("sweep_uploads", "--older-than", "0")
+        return not pending and _all_processed(stack, len(others) + 1)
+
+    wait_until(flow_and_sweep, 180, "the poison report failed and the others processed", interval=1.0)
+    assert stack.statuses() == {"done": len(others), "failed": 1}
+    status, attempts, error, lease, raw = stack.sql(
+        "SELECT status, attempts, error, lease_expires_at, raw FROM ingest_upload WHERE id = %s", (poison_id,))[0]
+    assert (status, attempts, lease) == ("failed", 3, None)
+    assert error["section"] is None and error["line_no"] == 0 and error["line"] == ""
+    assert error["reason"].startswith("processing did not finish after 3 attempts (the worker died or timed out "
+                                      "each time); the raw report is kept")
+    assert raw == poison_body.decode()
+    events = [e for e in stack.trace_lines() if e[1] == "synth-poison-0001"]
+    assert events == [("start", "synth-poison-0001")] * 3, events  # three attempts, none finished
+    assert stack.sql("SELECT count(*) FROM ingest_snapshot WHERE upload_id = %s", (poison_id,))[0][0] == 0
+    rows = stack.sql("SELECT h.hostname, u.attempts, count(s.id) FROM ingest_upload u JOIN ingest_host h "
+                     "ON h.id = u.host_id LEFT JOIN ingest_snapshot s ON s.upload_id = u.id WHERE u.id <> %s "
+                     "GROUP BY h.hostname, u.attempts", (poison_id,))
+    assert sorted(h for h, _, _ in rows) == sorted(h for h, _ in others)
+    assert {(a, n) for _, a, n in rows} == {(1, 1)}, rows  # each once: one attempt, one snapshot
+    assert all(w.poll() is None for w in workers), "a worker's main process died with its pool process"
+
+
+def _load_agent():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("topoweb_agent_soak", AGENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_200_agents_under_rate_limits_retry_after_429_every_report_stored_and_processed_once(
+        pg_private, redis_private, workdir):
+    """Four clusters of 50 nodes, each fleet sharing its cluster's token, post at once to the
+    production server (gunicorn, 2 processes) with a limit of 25 reports per token a minute counted
+    in a shared Redis cache. The real agent's sending code (``send``, in 200 threads) retries the
+    429s after their Retry-After: every report is stored once and processed once, no minute lets a
+    token through more than the limit (across both server processes), nothing is lost."""
+    import urllib.error
+
+    limit, fleets, per_fleet = 25, 4, 50
+    stack = Stack(pg_private.url, redis_private.url, workdir)
+    stack.env.update({"TOPOWEB_RATE_LIMIT_PER_MINUTE": str(limit),
+                      "TOPOWEB_CACHE_URL": redis_private.url.rsplit("/", 1)[0] + "/1"})
+    try:
+        stack.migrate()
+        stack.start_server(gunicorn=True)
+        tokens = [stack.create_cluster(f"soak-rate-{i}") for i in range(fleets)]
+        for _ in range(2):
+            stack.start_worker()
+        reports = []
+        for r in iter_reports(fleets * per_fleet, seed=8):
+            r["hostname"] = r["hostname"].replace("synth-", "synth-rate-", 1)
+            reports.append(r)
+        agent = _load_agent()
+        agent.QUIET = True
+        calls: list[tuple[str, float, float, int]] = []  # (token, sent, answered, status)
+        post_once = agent.post_once
+
+        def recorded(url, token, body, http_timeout):
+            sent = time.time()
+            try:
+                answer = post_once(url, token, body, http_timeout)
+            except urllib.error.HTTPError as exc:
+                calls.append((token, sent, time.time(), exc.code))
+                raise
+            except Exception:
+                calls.append((token, sent, time.time(), 0))
+                raise
+            calls.append((token, sent, time.time(), answer[0]))
+            return answer
+
+        agent.post_once = recorded
+
+        def node(i: int):
+            try:
+                return agent.send(stack.base, tokens[i % fleets], reports[i], retries=5, retry_wait=1.0,
+                                  http_timeout=30)
+            except SystemExit as exc:  # the agent gave up (exit 3 or 4)
+                return {"exit": exc.code}
+
+        if time.time() % 60 > 45:  # start the burst early in a minute, so that the first one refuses
+            time.sleep(60.5 - time.time() % 60)
+        with ThreadPoolExecutor(max_workers=len(reports)) as pool:
+            results = list(pool.map(node, range(len(reports))))
+        assert [r for r in results if "upload_id" not in r] == []
+        assert not any(r["duplicate"] for r in results)
+        assert len({r["upload_id"] for r in results}) == len(reports)
+        assert {s for *_, s in calls} <= {202, 429}, sorted({s for *_, s in calls})
+        for token in tokens:
+            mine = [c for c in calls if c[0] == token]
+            assert sum(s == 202 for *_, s in mine) == per_fleet
+            assert sum(s == 429 for *_, s in mine) >= per_fleet - limit, "the limit was never reached"
+            per_minute = Counter(int(sent // 60) for _, sent, answered, s in mine
+                                 if s == 202 and int(sent // 60) == int(answered // 60))
+            assert max(per_minute.values()) <= limit, per_minute
+        hostnames = [r["hostname"] for r in reports]
+        statuses = wait_until(lambda: _all_processed(stack, len(reports)), 240, "every upload processed",
+                              interval=1.0)
+        assert statuses == {"done": len(reports)}
+        _assert_each_once(stack, hostnames)
+        assert stack.sql("SELECT count(*) FROM ingest_upload WHERE attempts <> 1")[0][0] == 0
+    finally:
+        stack.close()
+
+
+def test_analysis_past_the_soft_time_limit_fails_its_upload_and_the_worker_goes_on(stack):
+    """A prefork worker enforces the task's soft limit (4 s in stack_settings): an analysis held
+    8 s by the test hook is stopped, its upload failed at once with the reason, and the same
+    worker processes the next reports."""
+    token = stack.create_cluster("soak-slow")
+    worker = stack.start_worker(prefork=True, delay=8.0, name="limited")
+    slow = next(iter_reports(1, seed=9))
+    slow["hostname"] = "synth-slow-limit-0001"
+    status, answer = post_report(stack.base, token, report_bytes(slow))
+    assert status == 202, answer
+    slow_id = json.loads(answer)["upload_id"]
+    others = _bodies(5, prefix="synth-after-", seed=10)
+    assert [send_with_retries(stack.base, token, b)[0] for _, b in others] == [202] * 5
+    wait_until(lambda: _all_processed(stack, 6), 120, "the slow upload stopped and the others processed",
+               interval=1.0)
+    status, attempts, error, lease = stack.sql(
+        "SELECT status, attempts, error, lease_expires_at FROM ingest_upload WHERE id = %s", (slow_id,))[0]
+    assert (status, attempts, lease) == ("failed", 1, None)
+    assert error["reason"].startswith("analysis took longer than 4 s (TOPOWEB_TASK_SOFT_TIME_LIMIT)"), error
+    assert stack.statuses() == {"done": 5, "failed": 1}
+    assert worker.poll() is None

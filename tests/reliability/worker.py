@@ -4,7 +4,9 @@
 file, every analysis appends ``start <hostname> <pid>`` and ``end <hostname> <pid>`` lines to it;
 hosts whose name starts with ``TOPOWEB_TEST_SLOW_PREFIX`` (default ``synth-slow``) are held
 ``TOPOWEB_TEST_DELAY`` seconds (default 0) before their analysis, so a test can kill the worker
-in the middle of a task. Test-only: production workers are started with ``celery -A topoweb worker``.
+in the middle of a task. A report whose ``meta`` has ``"topoweb_test_exit_worker": true`` makes the
+process analysing it exit at once (``os._exit``, as a segfault or the OOM killer would end it),
+after its ``start`` line. Test-only: production workers are started with ``celery -A topoweb worker``.
 """
 
 from __future__ import annotations
@@ -30,10 +32,14 @@ def install_hook() -> None:
 
     def analyze(raw: str):
         try:
-            host = json.loads(raw).get("hostname", "?")
+            data = json.loads(raw)
         except ValueError:
-            host = "?"
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        host, meta = data.get("hostname", "?"), data.get("meta")
         note("start", host)
+        if isinstance(meta, dict) and meta.get("topoweb_test_exit_worker") is True:
+            os._exit(70)  # the worker process dies mid-analysis: no cleanup, no acknowledgement
         if delay and str(host).startswith(prefix):
             time.sleep(delay)
         out = original(raw)
@@ -48,6 +54,8 @@ def main(argv: list[str]) -> None:
     import django
 
     django.setup()
+    import apps.domain.analysis  # noqa: F401  (loaded once, before a prefork pool forks its processes)
+
     install_hook()
     from topoweb.celery import app
 

@@ -50,7 +50,8 @@ Options: ``--dry-run`` prints the report instead of sending it; ``--output FILE`
 air-gapped node: upload the file later through the web form); ``--from-dir DIR`` sends captures
 made earlier (files ``<kind>.txt`` named after the sections above, plus ``hostname.txt``);
 ``--include-nccl-env`` adds the NCCL configuration to ``host_info`` (see above; off by default).
-Connection errors and server errors (5xx, 429) are retried with exponential backoff.
+Connection errors and server errors (5xx, 429) are retried with exponential backoff; a 429 or
+503 answer's ``Retry-After`` is honoured (at most 300 s a wait; each wait uses one of ``--retries``).
 
 Exit codes: 0 sent (or saved / printed; a report the server already had counts as sent),
 1 unexpected internal error, 2 usage error, 3 rejected by the server (4xx: bad or revoked
@@ -62,6 +63,7 @@ is not a report), 6 local file error
 
 import argparse
 import datetime
+import email.utils
 import glob
 import json
 import os
@@ -710,6 +712,39 @@ def server_message(exc):
         return exc.reason if hasattr(exc, "reason") else str(exc)
 
 
+RETRY_AFTER_CAP = 300.0  # the longest wait a server's Retry-After may ask of the agent, in seconds
+
+
+def retry_after_seconds(value, now=None):
+    """The seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date; a date in
+    the past is 0), or None when there is no usable value. ``now``: an aware datetime (tests)."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return max(0.0, (when - now).total_seconds())
+
+
+def retry_delay(attempt, retry_wait, retry_after):
+    """Seconds to wait before retry number ``attempt + 1``: what the server asked for (capped at
+    RETRY_AFTER_CAP) plus a random 0..retry_wait, so a throttled fleet does not come back in the same
+    second; else exponential backoff from retry_wait (capped at 60 s) with +-20 % jitter."""
+    if retry_after is not None:
+        return min(RETRY_AFTER_CAP, retry_after) + random.uniform(0, retry_wait)
+    delay = min(60.0, retry_wait * (2 ** attempt))
+    return delay * (0.8 + 0.4 * random.random())  # jitter: 500 nodes must not retry in lockstep
+
+
 def send(server, token, report, retries, retry_wait, http_timeout):
     url = server.rstrip("/") + "/api/v1/reports"
     body = json.dumps(report).encode("utf-8")
@@ -722,8 +757,8 @@ def send(server, token, report, retries, retry_wait, http_timeout):
         except urllib.error.HTTPError as exc:
             if exc.code >= 500 or exc.code == 429:
                 problem = "server answered %s: %s" % (exc.code, server_message(exc))
-                value = exc.headers.get("Retry-After") if exc.headers else None
-                retry_after = float(value) if value and value.isdigit() else None
+                if exc.code in (429, 503) and exc.headers:
+                    retry_after = retry_after_seconds(exc.headers.get("Retry-After"))
             else:
                 hint = ""
                 if exc.code == 401:
@@ -745,9 +780,15 @@ def send(server, token, report, retries, retry_wait, http_timeout):
                 return payload
         if attempt >= retries:
             fail(EXIT_UNREACHABLE, "%s (gave up after %d attempts)" % (problem, attempt + 1))
-        delay = retry_after if retry_after is not None else min(60.0, retry_wait * (2 ** attempt))
-        delay = delay * (0.8 + 0.4 * random.random())  # jitter: 500 nodes must not retry in lockstep
-        say("%s; retrying in %.1fs (%d of %d)" % (problem, delay, attempt + 1, retries))
+        delay = retry_delay(attempt, retry_wait, retry_after)
+        if retry_after is not None:
+            asked = "Retry-After %g s" % retry_after
+            if retry_after > RETRY_AFTER_CAP:
+                asked += ", waiting at most %g" % RETRY_AFTER_CAP
+            say("%s; retrying in %.1fs as the server asked (%s; %d of %d)" % (
+                problem, delay, asked, attempt + 1, retries))
+        else:
+            say("%s; retrying in %.1fs (%d of %d)" % (problem, delay, attempt + 1, retries))
         time.sleep(delay)
         attempt += 1
 
@@ -774,7 +815,9 @@ def build_parser():
                    help="send captures made earlier: DIR/<kind>.txt files and DIR/hostname.txt")
     p.add_argument("--hostname", help="host name to report (default: this machine's, or DIR/hostname.txt)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds allowed per command (default 60)")
-    p.add_argument("--retries", type=int, default=5, help="retries on connection errors and 5xx (default 5)")
+    p.add_argument("--retries", type=int, default=5,
+                   help="retries on connection errors, 5xx and 429 (default 5); a 429 or 503 answer's "
+                        "Retry-After is waited for (at most 300 s), plus a random 0..--retry-wait")
     p.add_argument("--retry-wait", type=float, default=2.0,
                    help="first retry delay in seconds, doubled each time up to 60 (default 2)")
     p.add_argument("--http-timeout", type=float, default=30.0, help="seconds to wait for the server (default 30)")

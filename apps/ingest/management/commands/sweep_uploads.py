@@ -9,8 +9,9 @@ from apps.ingest import services
 
 
 class Command(BaseCommand):
-    help = ("Re-enqueue uploads left 'received' (broker down at submit time) or orphaned 'processing' "
-            "(worker died) for longer than SWEEP_AFTER_SECONDS. The Celery beat task does the same periodically.")
+    help = ("Re-enqueue uploads left 'received' (broker down at submit time) for longer than SWEEP_AFTER_SECONDS, "
+            "and 'processing' ones whose lease expired (the worker died or was killed). The Celery beat task "
+            "does the same periodically.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--older-than", type=int, default=None, metavar="SECONDS",
