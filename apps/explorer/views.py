@@ -11,7 +11,6 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -29,6 +28,8 @@ from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import split_paste
 from apps.ingest import access
+from apps.ingest import processing as ingest_processing
+from apps.ingest import reports as ingest_reports
 from apps.ingest import selectors as ingest
 from apps.ingest import services as ingest_services
 from apps.ingest.models import Cluster, Host, Snapshot, Upload
@@ -458,7 +459,7 @@ def paste(request: HttpRequest) -> HttpResponse:
         if errors:
             ctx["errors"] = errors
             return render(request, "explorer/paste.html", ctx, status=400)
-        report = {"schema": ingest_services.REPORT_SCHEMA, "hostname": form["hostname"].strip(),
+        report = {"schema": ingest_reports.REPORT_SCHEMA, "hostname": form["hostname"].strip(),
                   "sections": sections, "meta": {"source": "web paste"}}
         source_name = "paste"
     try:
@@ -470,7 +471,7 @@ def paste(request: HttpRequest) -> HttpResponse:
                 access.grant(cluster=c, role=access.ADMIN, username=request.user.get_username())
             upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
                                                              user=request.user, source_name=source_name)
-    except ingest_services.ReportRejected as exc:
+    except ingest_reports.ReportRejected as exc:
         ctx["errors"] = [{"reason": exc.message}]
         return render(request, "explorer/paste.html", ctx, status=exc.status)
     return _after_paste(request, c, upload, ctx)
@@ -481,7 +482,7 @@ def _after_paste(request: HttpRequest, c: Cluster, upload: Upload, ctx: dict) ->
     report is analysed here, within the report caps; with workers the request does no analysis
     and the host page says the report is being read."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        ingest_services.process_upload(upload.pk)  # idempotent: a no-op if it ran on commit already
+        ingest_processing.process_upload(upload.pk)  # idempotent: a no-op if it ran on commit already
     upload.refresh_from_db(fields=["status", "error"])
     if upload.status == Upload.Status.FAILED:
         err = upload.error or {}

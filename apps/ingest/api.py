@@ -29,7 +29,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
-from apps.ingest import access, ratelimit, selectors, services
+from apps.ingest import access, imports, ratelimit, reports, selectors, services
 from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Snapshot, Upload
 from topoweb import errors
 
@@ -155,7 +155,7 @@ def post_report(request: HttpRequest):
         upload, created = services.submit_report(
             cluster=token.cluster, report=request.body, via=Upload.Via.AGENT, token=token
         )
-    except services.ReportRejected as exc:
+    except reports.ReportRejected as exc:
         return api.create_response(request, exc.as_dict(), status=exc.status)
     return Status(202, {"upload_id": upload.pk, "status_url": _upload_url(request, upload.pk),
                  "status": upload.status if created else Upload.objects.get(pk=upload.pk).status,
@@ -281,6 +281,6 @@ def get_import(request: HttpRequest, job_id: int):
     return {"id": job.pk, "cluster": job.cluster.name, "source_name": job.source_name, "status": job.status,
             "total": job.total, "processed": job.processed, "created": job.created_count,
             "duplicates": job.duplicate_count, "rejected": job.failed_count, "errors": job.errors,
-            "errors_omitted": services.import_errors_omitted(job),
+            "errors_omitted": imports.import_errors_omitted(job),
             "message": job.message, "created_at": job.created_at, "started_at": job.started_at,
             "finished_at": job.finished_at}

@@ -11,7 +11,7 @@ from celery import shared_task, signals
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from apps.ingest import services
+from apps.ingest import imports, processing
 from topoweb.celery import app
 
 SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
@@ -29,18 +29,18 @@ TIME_LIMITS = {"soft_time_limit": settings.TASK_SOFT_TIME_LIMIT, "time_limit": s
 @shared_task(name="ingest.process_upload", ignore_result=True, autoretry_for=(OperationalError, InterfaceError),
              retry_backoff=2, retry_backoff_max=60, max_retries=6, **TIME_LIMITS)
 def process_upload_task(upload_id: int) -> None:
-    services.process_upload(upload_id)
+    processing.process_upload(upload_id)
 
 
 @shared_task(name="ingest.sweep_uploads", ignore_result=True)
 def sweep_uploads_task() -> None:
-    services.sweep_uploads()
+    processing.sweep_uploads()
 
 
 @shared_task(name="ingest.run_import_job", ignore_result=True, soft_time_limit=settings.IMPORT_SOFT_TIME_LIMIT,
              time_limit=settings.IMPORT_TIME_LIMIT)
 def run_import_job_task(job_id: int) -> None:
-    services.run_import_job(job_id)
+    imports.run_import_job(job_id)
 
 
 def sweep_schedule() -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apps.ingest import services
+from apps.ingest import processing, reports, services
 from apps.ingest.models import Cluster, Snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -34,11 +34,11 @@ def ibstat_renamed(nic: str, new_name: str) -> str:
 
 
 def snapshot(cluster: Cluster, hostname: str, sections: dict[str, str], collected_at: str | None = None) -> Snapshot:
-    report = {"schema": services.REPORT_SCHEMA, "hostname": hostname, "sections": sections}
+    report = {"schema": reports.REPORT_SCHEMA, "hostname": hostname, "sections": sections}
     if collected_at:
         report["collected_at"] = collected_at
     upload, _ = services.submit_report(cluster=cluster, report=report, via="web")
-    services.process_upload(upload.pk)
+    processing.process_upload(upload.pk)
     return Snapshot.objects.get(upload=upload)
 
 

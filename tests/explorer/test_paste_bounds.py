@@ -53,12 +53,12 @@ def test_a_host_past_the_caps_is_refused_with_the_line(signed_in):
 
 @override_settings(CELERY_TASK_ALWAYS_EAGER=False)
 def test_with_workers_the_request_does_no_analysis(signed_in, monkeypatch):
-    from apps.ingest import services
+    from apps.ingest import processing, services
 
     h.cluster()
     sent = []
     monkeypatch.setattr(services, "enqueue_upload", lambda upload_id: sent.append(upload_id) or True)
-    monkeypatch.setattr(services, "process_upload", lambda *a: pytest.fail("analysed in the request"))
+    monkeypatch.setattr(processing, "process_upload", lambda *a: pytest.fail("analysed in the request"))
     resp = signed_in.post("/paste/", {"hostname": "queued", "cluster": "lab", "text": h.read(h.TOPO)})
     assert resp.status_code == 302 and "upload=" in resp["Location"]
     page = signed_in.get(resp["Location"]).content.decode()

@@ -11,7 +11,7 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
-from apps.ingest import services
+from apps.ingest import reports, services
 from apps.ingest.models import Host, Snapshot, Upload
 from tests.ingest.helpers import TOPO_P40, body, report
 
@@ -46,7 +46,7 @@ def test_deeply_nested_meta_is_a_400_and_nothing_is_written(agent_client, post):
 
 
 def test_meta_nested_past_the_limit_names_the_field(agent_client, post):
-    data = report(meta={"x": json.loads(nested(services.MAX_NESTING + 1))})
+    data = report(meta={"x": json.loads(nested(reports.MAX_NESTING + 1))})
     resp = post(agent_client, data)
     assert resp.status_code == 400
     assert resp.json()["field"].startswith("meta.x.a.a") and "nested deeper" in resp.json()["error"]
@@ -65,7 +65,7 @@ def test_a_lone_surrogate_in_a_section_is_a_400_naming_it(agent_client, post):
 def test_a_lone_surrogate_in_a_report_given_as_a_dict_is_refused(cluster_with_token):
     cluster, _ = cluster_with_token
     data = report(agent_version="v\ud800")
-    with pytest.raises(services.ReportRejected) as err:
+    with pytest.raises(reports.ReportRejected) as err:
         services.submit_report(cluster=cluster, report=data, via="import")
     assert err.value.details["field"] == "agent_version"
     assert nothing_written()

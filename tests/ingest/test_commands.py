@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
-from apps.ingest import services
+from apps.ingest import imports, processing, services
 from apps.ingest.models import AgentToken, Cluster, ImportJob, Snapshot, Upload
 from tests.ingest.helpers import TOPO_H100, TOPO_P40, body, broken_topo_report, report
 
@@ -88,14 +88,14 @@ def test_processing_is_idempotent_and_claims_once(cluster_with_token):
     cluster, _ = cluster_with_token
     upload, _ = services.submit_report(cluster=cluster, report=report(), via="web")  # on_commit not run
     assert Upload.objects.get(pk=upload.pk).status == "received"
-    assert services.process_upload(upload.pk) == "done"
-    assert services.process_upload(upload.pk) == "done"  # a redelivered task does nothing
+    assert processing.process_upload(upload.pk) == "done"
+    assert processing.process_upload(upload.pk) == "done"  # a redelivered task does nothing
     assert Upload.objects.get(pk=upload.pk).attempts == 1 and Snapshot.objects.count() == 1
     # An upload being processed by another worker is not claimed again.
     other, _ = services.submit_report(cluster=cluster, report=report(hostname="b"), via="web")
     Upload.objects.filter(pk=other.pk).update(status="processing", started_at=timezone.now())
-    assert services.process_upload(other.pk) == "processing"
-    assert services.process_upload(999999) == "missing"
+    assert processing.process_upload(other.pk) == "processing"
+    assert processing.process_upload(999999) == "missing"
 
 
 def test_broker_down_at_submit_stores_the_upload_and_the_sweeper_requeues_it(
@@ -116,22 +116,22 @@ def test_broker_down_at_submit_stores_the_upload_and_the_sweeper_requeues_it(
     assert resp.status_code == 202 and len(calls) == 1
     upload = Upload.objects.get()
     assert upload.status == "received"
-    assert services.sweep_uploads() == []  # too young to sweep
+    assert processing.sweep_uploads() == []  # too young to sweep
     Upload.objects.filter(pk=upload.pk).update(received_at=timezone.now() - timedelta(seconds=3600))
-    assert services.sweep_uploads() == []  # broker still down: nothing handed over
+    assert processing.sweep_uploads() == []  # broker still down: nothing handed over
     assert Upload.objects.get().last_enqueued_at is None
 
     sent = []
     monkeypatch.setattr(tasks.process_upload_task, "apply_async", lambda args, **kw: sent.append(args[0]))
     out, _ = run("sweep_uploads")
     assert sent == [upload.pk] and str(upload.pk) in out
-    assert services.sweep_uploads() == []  # just re-enqueued: not again until SWEEP_AFTER_SECONDS pass
+    assert processing.sweep_uploads() == []  # just re-enqueued: not again until SWEEP_AFTER_SECONDS pass
     # An upload left 'processing' by a dead worker is swept once its lease has run out; the
     # sweeper changes no status (the worker's claim takes it again).
     Upload.objects.filter(pk=upload.pk).update(status="processing", started_at=timezone.now() - timedelta(days=1),
                                                lease_expires_at=timezone.now() - timedelta(seconds=1),
                                                last_enqueued_at=None)
-    assert services.sweep_uploads() == [upload.pk]
+    assert processing.sweep_uploads() == [upload.pk]
     assert Upload.objects.get().status == "processing"
 
 
@@ -207,12 +207,12 @@ def test_background_import_job_reports_progress(tmp_path, logged_in_client, djan
     buf.name = "fleet.tar.gz"
     cluster = services.create_cluster(name="lab")
     with django_capture_on_commit_callbacks(execute=True):
-        job = services.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
+        job = imports.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
     state = logged_in_client.get(f"/api/v1/imports/{job.pk}").json()
     assert state["status"] == "done_with_errors" and state["total"] == 6 and state["processed"] == 6
     assert state["created"] == 4 and state["rejected"] == 2
     assert {e["file"] for e in state["errors"]} == {"fleet/reports/bad.json", "fleet/reports/shape.json"}
-    assert not list(services._import_dir().glob(f"*fleet.tar.gz"))  # the stored copy is cleaned up
+    assert not list(imports._import_dir().glob(f"*fleet.tar.gz"))  # the stored copy is cleaned up
     assert ImportJob.objects.get().finished_at is not None
     assert logged_in_client.get("/api/v1/imports/999").status_code == 404
 

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from apps.ingest import archive, services
+from apps.ingest import archive, imports, processing, services
 from apps.ingest.models import ImportJob, Upload
 from tests.ingest.helpers import report
 
@@ -60,8 +60,8 @@ def run_job(cluster, data: bytes, name: str = "fleet.tar.gz") -> ImportJob:
     """Queue an import of ``data`` and run it here, as a worker would."""
     buf = io.BytesIO(data)
     buf.name = name
-    job = services.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
-    services.run_import_job(job.pk)
+    job = imports.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
+    imports.run_import_job(job.pk)
     return ImportJob.objects.get(pk=job.pk)
 
 
@@ -127,7 +127,7 @@ def test_a_job_that_crashes_ends_failed_with_finished_at_and_the_reason(cluster,
     def crash(**kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services, "import_reports", crash)
+    monkeypatch.setattr(imports, "import_reports", crash)
     job = run_job(cluster, tar_bytes(good_members(1)))
     assert job.status == ImportJob.Status.FAILED and job.finished_at is not None
     assert "RuntimeError: disk on fire" in job.message
@@ -137,12 +137,12 @@ def test_a_job_interrupted_by_the_worker_ends_failed_and_the_interrupt_goes_on(c
     def interrupt(**kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(services, "import_reports", interrupt)
+    monkeypatch.setattr(imports, "import_reports", interrupt)
     buf = io.BytesIO(tar_bytes(good_members(1)))
     buf.name = "fleet.tar.gz"
-    job = services.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
+    job = imports.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
     with pytest.raises(KeyboardInterrupt):
-        services.run_import_job(job.pk)
+        imports.run_import_job(job.pk)
     job.refresh_from_db()
     assert job.status == ImportJob.Status.FAILED and "interrupted" in job.message and job.finished_at
 
@@ -266,7 +266,7 @@ def test_a_folder_over_the_member_limit_stops_reading_and_says_so(tmp_path, sett
     settings.IMPORT_MAX_MEMBERS = 3
     for name, data in good_members(5):
         (tmp_path / name.split("/")[-1]).write_bytes(data)
-    with services.iter_report_sources(tmp_path) as listing:
+    with imports.iter_report_sources(tmp_path) as listing:
         assert [s.name for s in listing] == ["host-00.json", "host-01.json", "host-02.json"]
         assert listing.members == 3
         assert "more than 3 files" in listing.limit and "after host-02.json" in listing.limit
@@ -283,17 +283,17 @@ def test_the_error_list_is_capped_and_the_rest_counted(cluster, settings, admin_
 
 
 def test_the_error_list_is_not_rewritten_for_every_member(cluster, monkeypatch):
-    monkeypatch.setattr(services, "PROGRESS_WRITE_SECONDS", 0)  # counters after every member
+    monkeypatch.setattr(imports, "PROGRESS_WRITE_SECONDS", 0)  # counters after every member
     members = [(f"fleet/bad-{i:03d}.json", b"{oops") for i in range(250)]
     buf = io.BytesIO(tar_bytes(members))
     buf.name = "bad.tar.gz"
-    job = services.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
+    job = imports.start_import(cluster=cluster, path_or_fileobj=buf, user=None)
     with CaptureQueriesContext(connection) as queries:
-        services.run_import_job(job.pk)
+        imports.run_import_job(job.pk)
     updates = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "ingest_importjob"')]
     with_errors = [q for q in updates if '"errors" =' in q]
     assert len(updates) >= 250  # the counters did follow every member
-    assert len(with_errors) <= 250 // services.ERRORS_WRITE_EVERY + 1
+    assert len(with_errors) <= 250 // imports.ERRORS_WRITE_EVERY + 1
     assert ImportJob.objects.get(pk=job.pk).failed_count == 250
 
 
@@ -355,7 +355,6 @@ def test_the_sweeper_ends_an_import_whose_worker_died(cluster_with_token, settin
 
     from django.utils import timezone
 
-    from apps.ingest import services
     from apps.ingest.models import ImportJob
 
     cluster, _ = cluster_with_token
@@ -364,7 +363,7 @@ def test_the_sweeper_ends_an_import_whose_worker_died(cluster_with_token, settin
                                     started_at=started, processed=7, total=20)
     alive = ImportJob.objects.create(cluster=cluster, source_name="b.tar.gz", status=ImportJob.Status.RUNNING,
                                      started_at=timezone.now() - timedelta(seconds=30))
-    services.sweep_uploads()
+    processing.sweep_uploads()
     dead.refresh_from_db()
     alive.refresh_from_db()
     assert dead.status == ImportJob.Status.FAILED and dead.finished_at is not None

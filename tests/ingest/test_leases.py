@@ -1,4 +1,4 @@
-"""Claims, leases, attempts and time limits of upload processing (``services._claim``,
+"""Claims, leases, attempts and time limits of upload processing (``processing._claim``,
 ``process_upload``, ``sweep_uploads``; settings TOPOWEB_MAX_ATTEMPTS, TOPOWEB_TASK_*_TIME_LIMIT,
 TOPOWEB_PROCESSING_LEASE_SECONDS).
 
@@ -18,7 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from apps.ingest import services, tasks
+from apps.ingest import processing, services, tasks
 from apps.ingest.models import Snapshot, Upload
 from tests.ingest.helpers import report
 from topoweb.env import check_time_limits
@@ -47,7 +47,7 @@ def row(upload_id: int) -> Upload:
 
 def test_claim_takes_a_lease_longer_than_the_hard_time_limit(upload, settings):
     now = timezone.now()
-    claimed = services._claim(upload.pk, now)
+    claimed = processing._claim(upload.pk, now)
     assert claimed is not None and claimed.status == "processing" and claimed.attempts == 1
     assert claimed.raw == upload.raw and claimed.host_id == upload.host_id
     stored = row(upload.pk)
@@ -58,22 +58,22 @@ def test_claim_takes_a_lease_longer_than_the_hard_time_limit(upload, settings):
 
 def test_no_second_claim_while_the_lease_holds_and_the_sweeper_leaves_it(upload):
     now = timezone.now()
-    assert services._claim(upload.pk, now) is not None
-    assert services._claim(upload.pk, now) is None  # a second worker given the same id
-    assert services._claim(upload.pk, now + timedelta(seconds=60)) is None  # still within the lease
-    assert services.process_upload(upload.pk) == "processing"  # a redelivered task does nothing
+    assert processing._claim(upload.pk, now) is not None
+    assert processing._claim(upload.pk, now) is None  # a second worker given the same id
+    assert processing._claim(upload.pk, now + timedelta(seconds=60)) is None  # still within the lease
+    assert processing.process_upload(upload.pk) == "processing"  # a redelivered task does nothing
     Upload.objects.filter(pk=upload.pk).update(received_at=now - timedelta(days=1),
                                                started_at=now - timedelta(days=1))  # old, but leased
-    assert services.sweep_uploads(older_than_seconds=0) == []
+    assert processing.sweep_uploads(older_than_seconds=0) == []
     stored = row(upload.pk)
     assert stored.status == "processing" and stored.attempts == 1
 
 
 def test_an_expired_lease_lets_another_worker_claim_it(upload, settings):
     now = timezone.now()
-    assert services._claim(upload.pk, now).attempts == 1
+    assert processing._claim(upload.pk, now).attempts == 1
     later = now + timedelta(seconds=settings.PROCESSING_LEASE_SECONDS + 1)
-    again = services._claim(upload.pk, later)
+    again = processing._claim(upload.pk, later)
     assert again is not None and again.attempts == 2
     assert row(upload.pk).lease_expires_at == later + timedelta(seconds=settings.PROCESSING_LEASE_SECONDS)
 
@@ -81,32 +81,32 @@ def test_an_expired_lease_lets_another_worker_claim_it(upload, settings):
 def test_the_sweeper_requeues_an_upload_whose_lease_expired(upload, settings, monkeypatch):
     sent = []
     monkeypatch.setattr(services, "enqueue_upload", lambda upload_id: sent.append(upload_id) or True)
-    assert services._claim(upload.pk, timezone.now()) is not None
-    assert services.sweep_uploads(older_than_seconds=0) == []
+    assert processing._claim(upload.pk, timezone.now()) is not None
+    assert processing.sweep_uploads(older_than_seconds=0) == []
     expire_lease(upload.pk)
-    assert services.sweep_uploads(older_than_seconds=0) == [upload.pk] == sent
+    assert processing.sweep_uploads(older_than_seconds=0) == [upload.pk] == sent
     assert row(upload.pk).status == "processing"  # the sweeper claims nothing itself
 
 
 def test_finishing_clears_the_lease_and_redelivery_changes_nothing(upload):
-    assert services.process_upload(upload.pk) == "done"
+    assert processing.process_upload(upload.pk) == "done"
     stored = row(upload.pk)
     assert stored.lease_expires_at is None and stored.attempts == 1 and stored.finished_at is not None
-    assert services._claim(upload.pk, timezone.now() + timedelta(days=1)) is None
-    assert services.process_upload(upload.pk) == "done" and row(upload.pk).attempts == 1
+    assert processing._claim(upload.pk, timezone.now() + timedelta(days=1)) is None
+    assert processing.process_upload(upload.pk) == "done" and row(upload.pk).attempts == 1
 
 
 def test_poison_upload_is_failed_after_three_attempts_and_its_raw_report_kept(upload, settings):
     assert settings.MAX_ATTEMPTS == 3  # the documented default
     for attempt in (1, 2, 3):
-        claimed = services._claim(upload.pk, timezone.now())
+        claimed = processing._claim(upload.pk, timezone.now())
         assert claimed is not None and claimed.status == "processing" and claimed.attempts == attempt
         expire_lease(upload.pk)  # the worker died in the middle of the analysis
-    assert services.process_upload(upload.pk) == "failed"
+    assert processing.process_upload(upload.pk) == "failed"
     stored = row(upload.pk)
     assert stored.status == "failed" and stored.attempts == 3 and stored.lease_expires_at is None
     assert stored.finished_at is not None
-    assert stored.error == services.attempts_used_error(upload.pk, 3)
+    assert stored.error == processing.attempts_used_error(upload.pk, 3)
     assert stored.error["section"] is None and stored.error["line_no"] == 0 and stored.error["line"] == ""
     assert stored.error["reason"].startswith(
         "processing did not finish after 3 attempts (the worker died or timed out each time); "
@@ -114,26 +114,26 @@ def test_poison_upload_is_failed_after_three_attempts_and_its_raw_report_kept(up
     assert stored.raw == upload.raw and json.loads(stored.raw)["hostname"] == "h100-a01"
     assert not Snapshot.objects.filter(upload_id=upload.pk).exists()
     # Never claimed again: not by a redelivered task, not through the sweeper.
-    assert services._claim(upload.pk, timezone.now() + timedelta(days=1)) is None
-    assert services.sweep_uploads(older_than_seconds=0) == []
+    assert processing._claim(upload.pk, timezone.now() + timedelta(days=1)) is None
+    assert processing.sweep_uploads(older_than_seconds=0) == []
 
 
 def test_max_attempts_setting_is_honoured(upload, settings):
     settings.MAX_ATTEMPTS = 1
-    assert services._claim(upload.pk, timezone.now()).attempts == 1
+    assert processing._claim(upload.pk, timezone.now()).attempts == 1
     expire_lease(upload.pk)
-    claimed = services._claim(upload.pk, timezone.now())
+    claimed = processing._claim(upload.pk, timezone.now())
     assert claimed.status == "failed" and claimed.attempts == 1
     assert "after 1 attempts" in row(upload.pk).error["reason"]
 
 
 def test_a_worker_that_lost_its_lease_writes_nothing(upload):
-    first = services._claim(upload.pk, timezone.now())
+    first = processing._claim(upload.pk, timezone.now())
     expire_lease(upload.pk)
-    assert services.process_upload(upload.pk) == "done"  # attempt 2, by another worker
+    assert processing.process_upload(upload.pk) == "done"  # attempt 2, by another worker
     # The first worker finishes late: its outcome (even a failure) must not overwrite attempt 2.
-    late = services._Outcome(error={"section": None, "line_no": 0, "line": "", "reason": "late"})
-    assert services._store_outcome(first, late, from_status="processing", attempt=first.attempts) == "done"
+    late = processing._Outcome(error={"section": None, "line_no": 0, "line": "", "reason": "late"})
+    assert processing._store_outcome(first, late, from_status="processing", attempt=first.attempts) == "done"
     stored = row(upload.pk)
     assert stored.status == "done" and stored.error is None and stored.attempts == 2
     assert Snapshot.objects.filter(upload_id=upload.pk).count() == 1
@@ -143,9 +143,9 @@ def test_a_processing_row_without_a_lease_is_held_from_its_start(upload, setting
     """Rows claimed before leases existed: held for one lease after started_at."""
     now = timezone.now()
     Upload.objects.filter(pk=upload.pk).update(status="processing", attempts=1, started_at=now, lease_expires_at=None)
-    assert services._claim(upload.pk, now) is None
+    assert processing._claim(upload.pk, now) is None
     later = now + timedelta(seconds=settings.PROCESSING_LEASE_SECONDS + 1)
-    assert services._claim(upload.pk, later).attempts == 2
+    assert processing._claim(upload.pk, later).attempts == 2
 
 
 def test_soft_time_limit_during_analysis_fails_the_upload_with_the_reason(upload, settings, monkeypatch):
@@ -155,7 +155,7 @@ def test_soft_time_limit_during_analysis_fails_the_upload_with_the_reason(upload
         raise SoftTimeLimitExceeded()
 
     monkeypatch.setattr(analysis, "analyze_host", too_slow)
-    assert services.process_upload(upload.pk) == "failed"
+    assert processing.process_upload(upload.pk) == "failed"
     stored = row(upload.pk)
     assert stored.error["reason"].startswith(f"analysis took longer than {settings.TASK_SOFT_TIME_LIMIT} s")
     assert stored.error["section"] is None and stored.lease_expires_at is None and stored.attempts == 1

@@ -72,8 +72,8 @@ def test_a_truncated_archive_ends_failed_and_the_members_before_the_cut_are_stor
 
     # Queued as the web UI queues it; a worker runs it.
     out = stack.manage("shell", "-c", (
-        "from apps.ingest import services; from apps.ingest.models import Cluster; "
-        f"print(services.start_import(cluster=Cluster.objects.get(name='soak-import'), "
+        "from apps.ingest import imports; from apps.ingest.models import Cluster; "
+        f"print(imports.start_import(cluster=Cluster.objects.get(name='soak-import'), "
         f"path_or_fileobj={str(path)!r}, user=None).pk)"))
     job_id = int(out.strip().splitlines()[-1])
     status, message, created, rejected, processed, total, finished_at = wait_until(

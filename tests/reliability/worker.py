@@ -18,9 +18,9 @@ import time
 
 
 def install_hook() -> None:
-    from apps.ingest import services
+    from apps.ingest import processing
 
-    original = services._analyze
+    original = processing._analyze
     trace = os.environ.get("TOPOWEB_TEST_TRACE")
     prefix = os.environ.get("TOPOWEB_TEST_SLOW_PREFIX", "synth-slow")
     delay = float(os.environ.get("TOPOWEB_TEST_DELAY", "0"))
@@ -46,7 +46,7 @@ def install_hook() -> None:
         note("end", host)
         return out
 
-    services._analyze = analyze
+    processing._analyze = analyze
 
 
 def main(argv: list[str]) -> None:

@@ -18,7 +18,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from apps.ingest import archive, services
+from apps.ingest import archive, imports, services
 from apps.ingest.models import Cluster, Upload
 
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, path: str, cluster: str, no_progress: bool, **options) -> None:
         try:
-            listing = services.iter_report_sources(path)
+            listing = imports.iter_report_sources(path)
         except archive.STREAM_ERRORS as exc:
             raise CommandError(f"{path}: {archive.describe_stream_error(exc)}", returncode=2) from None
         with listing:
@@ -46,8 +46,8 @@ class Command(BaseCommand):
         if summary.rejected or failed or summary.limit:
             sys.exit(1)
 
-    def _import(self, listing: services.ReportListing, *, path: str, cluster: str,
-                no_progress: bool) -> services.ImportSummary:
+    def _import(self, listing: imports.ReportListing, *, path: str, cluster: str,
+                no_progress: bool) -> imports.ImportSummary:
         """Import every listed report into ``cluster`` (created when missing), with a progress bar."""
         if not listing and not (listing.damage or listing.limit):
             raise CommandError(f"{path}: no *.json reports and no folders of <kind>.txt captures found",
@@ -61,12 +61,12 @@ class Command(BaseCommand):
             self.stderr.write(f"created cluster {cluster!r}")
         bar = tqdm(total=len(listing), unit="report", disable=no_progress, file=sys.stderr)
         try:
-            return services.import_reports(cluster=target, path=path, sources=listing,
+            return imports.import_reports(cluster=target, path=path, sources=listing,
                                            progress=lambda name, s: bar.update(1))
         finally:
             bar.close()
 
-    def _print_summary(self, summary: services.ImportSummary, path: str) -> int:
+    def _print_summary(self, summary: imports.ImportSummary, path: str) -> int:
         """Print counts, rejected files and parse failures; return how many failed to parse."""
         out = self.stdout.write
         out(f"{summary.total} reports in {path}: {summary.created} new, {summary.duplicates} already stored, "

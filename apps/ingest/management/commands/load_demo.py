@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from apps.ingest import services
+from apps.ingest import reports, services
 from apps.ingest.models import Cluster, Host, Upload
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
@@ -29,7 +29,7 @@ def demo_reports(demo_dir: Path = DEMO_DIR) -> tuple[dict, list[tuple[dict, dict
     for host in spec["hosts"]:
         for snap in host["snapshots"]:
             sections = {kind: (demo_dir / rel).read_bytes().decode("utf-8") for kind, rel in snap["sections"].items()}
-            report = {"schema": services.REPORT_SCHEMA, "hostname": host["hostname"],
+            report = {"schema": reports.REPORT_SCHEMA, "hostname": host["hostname"],
                       "collected_at": snap["collected_at"], "agent_version": "demo",
                       "meta": {"source": "topoweb demo", "files": snap["sections"]},
                       "sections": sections, "unavailable": {}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from apps.ingest import services
+from apps.ingest import processing
 from apps.ingest.models import Cluster, Host, Upload
 
 
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             h = hosts[0]
         total = Upload.objects.filter(**({"cluster": c} if c else {}), **({"host": h} if h else {})).count()
         bar = tqdm(total=total, unit="upload", disable=no_progress or total == 0, file=self.stderr._out)
-        summary = services.rebuild_snapshots(cluster=c, host=h, progress=lambda upload: bar.update(1))
+        summary = processing.rebuild_snapshots(cluster=c, host=h, progress=lambda upload: bar.update(1))
         bar.close()
         self.stdout.write(f"rebuilt {summary.total} uploads: {summary.done} snapshots, {summary.failed} failed, "
                           f"{summary.skipped} skipped (being processed)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from apps.ingest import services
+from apps.ingest import processing
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
                             help=f"age threshold (default SWEEP_AFTER_SECONDS = {settings.SWEEP_AFTER_SECONDS})")
 
     def handle(self, *args, older_than: int | None, **options) -> None:
-        sent = services.sweep_uploads(older_than_seconds=older_than)
+        sent = processing.sweep_uploads(older_than_seconds=older_than)
         if sent:
             self.stdout.write(f"re-enqueued {len(sent)} uploads: {', '.join(map(str, sent))}")
         else:
