@@ -10,18 +10,24 @@ between random GPU pairs of a 1,024-host synthetic cluster.
 * ``path query``: ``ClusterIndex.path("host/GPUi", "host/GPUj")`` for random pairs over 1,024
   hosts made by ``bench.synth`` (each distinct layout+fault analysed once, its document reused
   under every hostname that shares it); latency of each query, p50 and p95 (target p95 < 5 ms).
+* ``fabric graph``: ``fabric.build_fabric`` of a parsed ibnetdiscover, the synthetic 2,000-switch /
+  16,000-HCA fat tree of ``bench.fabric_synth`` and the real DGX H100 SuperPOD capture; ``fabric
+  route``: ``fabric.route`` between random HCA pairs of each (p50, p95).
 """
 
 from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 
+from apps.domain import fabric
 from apps.domain.analysis import analyze_host
 from apps.domain.assemble import assemble
 from apps.domain.cluster import ClusterIndex
 from apps.domain.hostgraph import build_host_graph
-from apps.domain.parsers import KINDS
+from apps.domain.parsers import ALL_KINDS, KINDS
+from bench.fabric_synth import synthetic_ibnetdiscover
 from bench.synth import iter_reports, load_layouts
 from bench.timing import Measure, measure, summarize, timed
 
@@ -29,6 +35,8 @@ HOST_GRAPH_TARGET_MS = 20.0
 PATH_P95_TARGET_MS = 5.0
 CLUSTER_HOSTS = 1024
 PATH_QUERIES = 3000
+SUPERPOD = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ibnetdiscover"
+            / "nvidia_topograph_dgx_h100_superpod_ndr_mqm9701_40sw_582ca.txt")
 
 
 def parse_sections(sections: dict) -> dict:
@@ -70,6 +78,22 @@ def path_queries(docs: list[dict], count: int = PATH_QUERIES, seed: int = 1) -> 
     return samples, mechanisms
 
 
+def fabric_rows(route_queries: int = 200, seed: int = 2) -> list[Measure]:
+    """Fabric graph build and route latency, on the synthetic fat tree and the real SuperPOD capture."""
+    rows = []
+    rng = random.Random(seed)
+    for label, text in (("2,000 switches / 16,000 HCAs (synthetic)", synthetic_ibnetdiscover()),
+                        ("DGX H100 SuperPOD (real, 40 switches)", SUPERPOD.read_text())):
+        parsed = ALL_KINDS["ibnetdiscover"].parse(text)
+        rows.append(measure(f"fabric graph {label}", lambda: fabric.build_fabric(parsed), runs=5, warmup=1,
+                            note=f"{len(parsed.links):,} links; from the parsed text"))
+        G = fabric.build_fabric(parsed)
+        cas = fabric.host_cas(G)
+        samples = [timed(lambda: fabric.route(G, *rng.sample(cas, 2)))[0] for _ in range(route_queries)]
+        rows.append(summarize(f"fabric route {label}", samples, note="random HCA pairs: paths, ECMP count, min cut"))
+    return rows
+
+
 def run() -> list[Measure]:
     rows = []
     for layout in load_layouts():
@@ -91,4 +115,5 @@ def run() -> list[Measure]:
                           note=f"{gpus} GPUs; answers: " +
                                ", ".join(f"{k} {v}" for k, v in sorted(mechanisms.items()))))
     rows[-1].target_on = "p95"
+    rows += fabric_rows()
     return rows

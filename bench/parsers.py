@@ -1,10 +1,13 @@
-"""Parser benchmarks: every fixture of every kind, a 16-GPU/16-NIC topo matrix, a 10,000-line lspci -vvv."""
+"""Parser benchmarks: every fixture of every kind, a 16-GPU/16-NIC topo matrix, a 10,000-line lspci -vvv,
+a synthetic 64-rank x 30-size nccl-tests output, a synthetic 100,000-line NCCL log, a synthetic
+2,000-switch / 16,000-HCA ibnetdiscover (bench/fabric_synth.py) and the real DGX SuperPOD one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from apps.domain.parsers import KINDS
+from apps.domain.parsers import ALL_KINDS, KINDS
+from bench.fabric_synth import synthetic_ibnetdiscover
 from bench.timing import Measure, measure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +68,33 @@ def lspci_10k() -> str:
     return "".join(text)
 
 
+def synthetic_nccl_tests_64x30() -> str:
+    """A synthetic nccl-tests output: the real 64-rank all_reduce capture's header and device list, with
+    its 14 result rows replicated (in turn) to 30 sizes, 8 B to 4 GiB (size and count rewritten)."""
+    real = (FIXTURES / "nccl_tests" / "h100_ib400_8node_allreduce_min_ctas24_qps2_391gbs_nccl_tests_issue_309.txt")
+    lines = real.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line[:1] == " " and line.split()[0].isdigit())
+    rows = [line for line in lines if line[:1] == " " and line.split()[0].isdigit()]
+    tail = lines[first + len(rows):]
+    out = lines[:first]
+    for i in range(30):
+        size = 8 << i
+        cells = rows[i % len(rows)].split()
+        out.append(f"{size:>12} {size // 4:>13} " + "".join(f"{c:>9}" for c in cells[2:]))
+    return "\n".join(out + tail) + "\n"
+
+
+def nccl_log_100k() -> str:
+    """The real NCCL log excerpts (fixtures/nccl_log, non-synthetic) repeated to 100,000 lines."""
+    parts = [p.read_text() for p in sorted((FIXTURES / "nccl_log").glob("*.txt"))
+             if not p.name.startswith("synthetic_")]
+    if not parts:
+        return ""
+    block = "".join(part.rstrip("\n") + "\n" for part in parts).splitlines(keepends=True)
+    lines = (block * (100_000 // len(block) + 1))[:100_000]
+    return "".join(lines)
+
+
 def run() -> list[Measure]:
     rows = []
     topo = synthetic_topo_16x16()
@@ -74,6 +104,21 @@ def run() -> list[Measure]:
     if big:
         rows.append(measure(f"parse lspci_verbose {big.count(chr(10))} lines",
                             lambda: KINDS["lspci_verbose"].parse(big), runs=15, target_ms=200.0))
+    table = synthetic_nccl_tests_64x30()
+    rows.append(measure("parse nccl_tests 64 ranks x 30 sizes (synthetic)",
+                        lambda: ALL_KINDS["nccl_tests"].parse(table), runs=50, target_ms=20.0))
+    log = nccl_log_100k()
+    if log:
+        rows.append(measure("parse nccl_log 100,000 lines (synthetic)", lambda: ALL_KINDS["nccl_log"].parse(log),
+                            runs=7, warmup=1, target_ms=1000.0))
+    fabric = synthetic_ibnetdiscover()
+    rows.append(measure("parse ibnetdiscover 2,000 switches / 16,000 HCAs (synthetic)",
+                        lambda: ALL_KINDS["ibnetdiscover"].parse(fabric), runs=5, warmup=1, target_ms=2000.0,
+                        note=f"{fabric.count(chr(10)):,} lines, 44,000 links; bench/fabric_synth.py"))
+    superpod = (FIXTURES / "ibnetdiscover"
+                / "nvidia_topograph_dgx_h100_superpod_ndr_mqm9701_40sw_582ca.txt").read_text()
+    rows.append(measure("parse ibnetdiscover DGX H100 SuperPOD (40 switches, 582 CAs)",
+                        lambda: ALL_KINDS["ibnetdiscover"].parse(superpod), runs=15, note="real capture"))
     for kind in KINDS:
         folder = FIXTURES / kind
         inputs = [p for p in sorted(folder.glob("*")) if p.suffix in (".txt", ".xml")

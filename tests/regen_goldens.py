@@ -10,14 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from apps.domain.parsers import KINDS, to_jsonable
+from apps.domain.parsers import ALL_KINDS, to_jsonable
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in KINDS:
-        print(f"usage: python -m tests.regen_goldens KIND [NAME ...]; kinds: {', '.join(KINDS)}")
+    if not argv or argv[0] not in ALL_KINDS:
+        print(f"usage: python -m tests.regen_goldens KIND [NAME ...]; kinds: {', '.join(ALL_KINDS)}")
         return 2
     kind, names = argv[0], set(argv[1:])
     for path in sorted((FIXTURES / kind).iterdir()):
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
         if path.with_name(path.stem + ".error.json").exists():
             continue
         text = path.read_bytes().decode("utf-8", errors="replace")
-        result = to_jsonable(KINDS[kind].parse(text))
+        result = to_jsonable(ALL_KINDS[kind].parse(text))
         path.with_suffix(".json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         print(f"wrote {path.with_suffix('.json').relative_to(FIXTURES.parent.parent)}")
     return 0

@@ -33,10 +33,16 @@ __all__ = [
     "NVLINK_EFFICIENCY",
     "NET_EFFICIENCY",
     "pcie_link",
+    "pcie_link_from_gbs",
     "pcie_generation",
     "nvlink",
     "nvlink_per_link",
+    "xgmi",
     "ib_port",
+    "IB_SPEEDS",
+    "IB_WIDTH_LANES",
+    "ib_speed_from_lane",
+    "ib_link",
     "inter_socket",
     "gpu_generation",
     "Assumptions",
@@ -107,6 +113,33 @@ def pcie_link(gen: int | None, width: int | None) -> LinkBandwidth:
     )
 
 
+def pcie_link_from_gbs(gbs: float) -> tuple[LinkBandwidth, str, bool]:
+    """A PCIe link known only by its bandwidth, as hwloc reports it (``pci_link_speed``: lanes x
+    GT/s x encoding / 8, GB/s per direction). Returns (bandwidth, note, ``slow_encoding``).
+
+    The generation and width are not decoded: Gen3 x16, Gen4 x8 and Gen5 x4 all give 15.75 GB/s.
+    NCCL's figure keeps NCCL's per-lane ratio (``width*speed/80``: 0.762 of the spec for the
+    128b/130b generations 3-5, 0.75 for the 8b/10b Gen1/Gen2, whose figures are multiples of
+    0.25 GB/s, ``slow_encoding`` True).
+
+    >>> b, note, slow = pcie_link_from_gbs(15.753846); (b.spec_gbs, b.nccl_gbs, slow)
+    (15.7538, 12.0, False)
+    >>> note
+    '15.8 GB/s as hwloc reports it (pci_link_speed): Gen3 x16, Gen4 x8 or Gen5 x4'
+    """
+    slow = abs(gbs / 0.25 - round(gbs / 0.25)) < 0.002 * gbs / 0.25 and gbs < 9
+    ratio = 0.75 if slow else 0.75 / (128 / 130)  # NCCL 0.75 GB/s per 8 GT/s lane; hwloc 128b/130b
+    fits = [f"Gen{gen} x{width}" for gen, (_gts, lane, _n) in PCIE_TABLE.items() for width in (1, 2, 4, 8, 16)
+            if abs(lane * width - gbs) <= 0.01 * gbs]
+    words = (", ".join(fits[:-1]) + " or " + fits[-1]) if len(fits) > 1 else (fits[0] if fits else "")
+    spec = round(gbs, 4)
+    note = f"{gbs:.1f} GB/s as hwloc reports it (pci_link_speed)" + (f": {words}" if words else "")
+    link = LinkBandwidth(spec_gbs=spec, nccl_gbs=round(gbs * ratio, 4), expected_gbs=round(spec * PCIE_EFFICIENCY, 4),
+                         source=f"hwloc pci_link_speed {gbs:g} GB/s (lanes x rate x encoding); NCCL width*speed/80 "
+                                "(topo.cc L545-557, L657 [S3]); expected = spec x 0.88 (Gen5 H2D anchor, 2.6 [S31])")
+    return link, note, slow
+
+
 # --- NVLink (domain.md 2.2; [S31] stas00 NVLink table, [S31b] GA102, [S63], NCCL topo.h [S1]) ----
 # sm: (NVLink generation, per-link per-direction spec GB/s, NCCL per-link constant)
 NVLINK_TABLE: dict[int, tuple[int, float, float]] = {
@@ -174,6 +207,32 @@ def nvlink(model_or_sm: str | int | None, links: int) -> LinkBandwidth:
     )
 
 
+# RCCL's per-link xGMI figures, GB/s (ROCm/rccl src/graph/topo.h L31-33 and ncclTopoXGMISpeed
+# L257-265 at commit 0cbce2a7): gfx90a (MI200: MI210/MI250/MI250X) 36, gfx94x (MI300) 48, else
+# (Vega/MI50/MI100, and any file whose gcn RCCL cannot match) 24.
+XGMI_PER_LINK = {"MI200": 36.0, "MI300": 48.0, None: 24.0}
+
+
+def xgmi(model: str | None, links: int | None, gbs: float | None = None) -> LinkBandwidth:
+    """Bandwidth of an xGMI (AMD Infinity Fabric) GPU-GPU link, which RCCL treats as an NVL link
+    of ``count x per-link`` GB/s (topo.cc ncclTopoAddXGMI L557-596 [rccl 0cbce2a7]).
+
+    ``gbs``: the pair's bandwidth as a source states it (hwloc's XGMIBandwidth, from RSMI), the
+    spec when given; without it only RCCL's planning figure is known.
+
+    >>> xgmi("AMD INSTINCT MI200 (MCM) OAM LC MBA HPE C2", None, 100.0).spec_gbs, xgmi(None, 4).nccl_gbs
+    (100.0, 96.0)
+    """
+    name = (model or "").upper()
+    fam = "MI300" if re.search(r"MI3\d\d", name) else "MI200" if re.search(r"MI2\d\d", name) else None
+    nccl = round(XGMI_PER_LINK[fam] * links, 4) if links else None
+    src = (f"RCCL xGMI {XGMI_PER_LINK[fam]:g} GB/s per link ({fam or 'default'}; rccl topo.h L31-33 [0cbce2a7])"
+           + (f"; {gbs:g} GB/s stated by the source" if gbs else ""))
+    if gbs:
+        return LinkBandwidth(round(gbs, 4), nccl, round(gbs * NVLINK_EFFICIENCY, 4), src)
+    return LinkBandwidth(None, nccl, nccl, src + "; expected = RCCL's figure (no spec in the source)")
+
+
 # --- InfiniBand / RoCE (domain.md 2.3; [S20] ibstat.c, [S8] init.cc, [S3] topo.cc L418) ----------
 
 
@@ -195,6 +254,59 @@ def ib_port(rate_gbps: float | None) -> LinkBandwidth:
             "expected = spec x 0.93 (eta_net, 2.6 [S31])"
         ),
     )
+
+
+# Per-lane rates of each InfiniBand generation (domain.md 2.3 table [S21][S60]):
+# name: (signalling Gb/s per lane as iblinkinfo prints it (libibmad mad_dump_linkspeed[ext]),
+#        nominal Gb/s per lane the kernel multiplies by the width for the port rate (sysfs.c [S21])).
+# The nominal rate x width is what ibstat prints as ``Rate:``, so ``ib_port`` takes it unchanged.
+IB_SPEEDS: dict[str, tuple[float, float]] = {
+    "SDR": (2.5, 2.5),
+    "DDR": (5.0, 5.0),
+    "QDR": (10.0, 10.0),
+    "FDR10": (10.3125, 10.0),  # iblinkinfo prints "10.0 Gbps (FDR10)"
+    "FDR": (14.0625, 14.0),
+    "EDR": (25.78125, 25.0),
+    "HDR": (53.125, 50.0),
+    "NDR": (106.25, 100.0),
+    "XDR": (212.5, 200.0),
+}
+# Link width as the fabric tools print it -> lanes (IB spec LinkWidthActive: 1X, 2X, 4X, 8X, 12X).
+IB_WIDTH_LANES: dict[str, int] = {"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
+
+
+def ib_speed_from_lane(lane_gbps: float | None) -> str | None:
+    """IB generation name for a per-lane rate as iblinkinfo prints it (``25.78125`` -> ``EDR``).
+
+    ``10.0`` is QDR: iblinkinfo marks FDR10 with its own ``(FDR10)`` suffix.
+
+    >>> ib_speed_from_lane(53.125), ib_speed_from_lane(10.0), ib_speed_from_lane(7.0)
+    ('HDR', 'QDR', None)
+    """
+    if lane_gbps is None:
+        return None
+    for name, (signalling, _nominal) in IB_SPEEDS.items():
+        if name != "FDR10" and abs(float(lane_gbps) - signalling) < 1e-6:
+            return name
+    return None
+
+
+def ib_link(width: str | None, speed: str | None) -> LinkBandwidth:
+    """Bandwidth of one InfiniBand link trained at ``width`` (``4X``) and ``speed`` (``NDR``).
+
+    The rate is width x nominal lane rate, as the kernel and ibstat report it, then :func:`ib_port`.
+
+    >>> ib_link("4X", "NDR").spec_gbs, ib_link("2X", "NDR").spec_gbs, ib_link("4X", "QDR").spec_gbs
+    (50.0, 25.0, 5.0)
+    """
+    lanes = IB_WIDTH_LANES.get((width or "").upper())
+    lane = IB_SPEEDS.get((speed or "").upper())
+    if lanes is None or lane is None:
+        return LinkBandwidth(None, None, None, f"IB link {width} {speed}: unknown width or speed")
+    one = ib_port(lanes * lane[1])
+    return LinkBandwidth(one.spec_gbs, one.nccl_gbs, one.expected_gbs,
+                         f"{width.upper()} x {lane[1]:g} Gb/s ({speed.upper()}, domain.md 2.3 [S21][S60]); "
+                         + one.source)
 
 
 # --- Inter-socket (domain.md 2.4 and 2.5; spec rows are secondary sources [S61][S62];
@@ -279,6 +391,7 @@ class GpuInfo:
     pcie_gen: int | None
     pcie_width: int = 16
     source: str = ""
+    geforce: bool = False  # a GeForce RTX card: its driver reports PCIe peer-to-peer as not supported
 
 
 # Checked in order; first match wins. (regex, family, sm, nvlink links, NVSwitch norm, PCIe gen)
@@ -298,6 +411,9 @@ _GPU_PATTERNS: list[tuple[str, str, int, int, int | None, int]] = [
     (r"\bA10G?\b|RTX A4000|RTX 30\d0|\bA16\b|\bA2\b", "GA10x (no NVLink)", 86, 0, None, 4),
     (r"L40S?\b|\bL4\b|RTX 6000 Ada|RTX 40\d0|\bL20\b", "Ada", 89, 0, None, 4),
     (r"RTX PRO 6000|RTX 50\d0", "Blackwell (client)", 120, 0, None, 5),
+    (r"MI3\d\d", "AMD MI300", 0, 0, None, 5),  # xGMI, no NVLink (rccl topo.h: gfx94x)
+    (r"MI2\d\d", "AMD MI200", 0, 0, None, 4),  # MI210/MI250/MI250X (gfx90a)
+    (r"MI100|MI50\b", "AMD MI100", 0, 0, None, 4),
     (r"V100.*(SXM|DGXS)", "V100", 70, 6, 6, 3),
     (r"V100", "V100 PCIe", 70, 0, None, 3),
     (r"\bT4\b|RTX 20\d0|Quadro RTX", "Turing", 75, 0, None, 3),
@@ -306,6 +422,12 @@ _GPU_PATTERNS: list[tuple[str, str, int, int, int | None, int]] = [
     (r"P40|P4\b|GTX 10\d0|TITAN X|Titan X", "Pascal", 61, 0, None, 3),
     (r"M60|M40|K80|K40|GTX 9\d0", "Maxwell/Kepler", 52, 0, None, 3),
 ]
+
+
+# GeForce RTX cards (20xx to 50xx): NVIDIA's driver reports PCIe peer access as not supported on
+# them (nvidia-smi topo -p2p prints CNS/NS; NCCL checks the same NVML status, paths.cc L373-411
+# [S2]), so NCCL uses SHM whatever NCCL_P2P_LEVEL says; an NVLink bridge still carries P2P.
+_GEFORCE_RE = re.compile(r"GeForce|\bRTX [2-5]0[5-9]0\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=512, typed=True)  # pure: up to 22 regex searches per call, asked per GPU and pair
@@ -323,12 +445,13 @@ def gpu_generation(model_name: str | None) -> GpuInfo:
             fam = _sm_family(sm) if links else None
             return GpuInfo(
                 family=family,
-                sm=sm,
+                sm=sm or None,
                 nvlink_gen=NVLINK_TABLE[fam][0] if fam else None,
                 nvlink_links=links,
                 nvswitch_norm=norm,
                 pcie_gen=gen,
                 source="domain.md 2.2 (links/GPU) and 1b N01 (NV12 A100 HGX, NV18 H100/H200/B200/B300) [S31]",
+                geforce=bool(_GEFORCE_RE.search(name)),
             )
     return GpuInfo(None, None, None, 0, None, None, source=f"unknown GPU model {model_name!r}")
 
@@ -395,7 +518,8 @@ class Assumptions:
     sentences: dict
 
 
-def infer_gpu_class(nv_counts: list[int], gpu_count: int, fabric: bool = False) -> tuple[str | None, str | None]:
+def infer_gpu_class(nv_counts: list[int], gpu_count: int, fabric: bool = False,
+                    grace: bool = False) -> tuple[str | None, str | None]:
     """(representative model name for :func:`gpu_generation`, GPU class words) from the NV# cells
     of a topo -m matrix (``nv_counts``: one entry per GPU pair with NVLink; ``fabric``: an NVSwitch
     is known or implied). (None, None) when the matrix does not tell.
@@ -411,12 +535,21 @@ def infer_gpu_class(nv_counts: list[int], gpu_count: int, fabric: bool = False) 
         return None, None
     top = max(nv_counts)
     pairs = len(nv_counts)
+    if top >= 18 and grace and gpu_count >= 4:
+        # four C2C-attached GPUs at NV18 to each other: a Grace Blackwell compute tray (GB200:
+        # 2 Grace + 4 B200, NVLink5 into the rack's NVSwitch trays)
+        return "NVIDIA GB200", "B200-class Grace Blackwell tray (NVLink5, 18 links per GPU, C2C to Grace)"
+    if top >= 18 and grace:
+        return "NVIDIA GH200 480GB", "GH200-class Grace Hopper (NVLink4, 18 links per GPU, C2C to Grace)"
     if top >= 18:
         return "NVIDIA H100 80GB HBM3", "H100-class (NVLink4, 18 links per GPU)"
     if top >= 12:
         return "NVIDIA A100-SXM4-80GB", "A100-class (NVLink3, 12 links per GPU)"
     if top == 8 and (fabric or pairs >= gpu_count):
         return "NVIDIA A800-SXM4-80GB", "A800/H800-class (8 NVLinks per GPU; NVLink3 rate assumed)"
+    if top == 6 and gpu_count > 2 and (fabric or pairs > gpu_count):
+        # a V100 has 6 links: NV6 to several peers needs NVSwitch (DGX-2 / HGX-2)
+        return "Tesla V100-SXM3-32GB", "V100-class on NVSwitch (NVLink2, 6 links per GPU; DGX-2 / HGX-2)"
     if top <= 2 and gpu_count >= 4:
         return "Tesla V100-SXM2", "V100-class (NVLink2 hybrid cube mesh)"
     if top == 4 and gpu_count == 4 and pairs >= 6:
@@ -428,7 +561,7 @@ def infer_gpu_class(nv_counts: list[int], gpu_count: int, fabric: bool = False) 
 
 def assume(gpu_model: str | None = None, *, nv_counts: list[int] | None = None, gpu_count: int = 0,
            fabric: bool = False, legacy_topo: bool = False, cpu_vendor: str | None = None,
-           cpu_model: int | None = None, cpu_family: int | None = None) -> Assumptions:
+           cpu_model: int | None = None, cpu_family: int | None = None, grace: bool = False) -> Assumptions:
     """The assumption policy for one host (see the module section above).
 
     >>> a = assume(None, nv_counts=[12] * 28, gpu_count=8)
@@ -442,16 +575,17 @@ def assume(gpu_model: str | None = None, *, nv_counts: list[int] | None = None, 
     model, klass, assumed = gpu_model, (info.family if info else None), False
     nvlink_note = None
     if not gpu_model or (info and info.family is None):
-        guess, words = infer_gpu_class(list(nv_counts or []), gpu_count, fabric)
+        guess, words = infer_gpu_class(list(nv_counts or []), gpu_count, fabric, grace)
         if guess:
             model, klass, assumed = guess, words, True
             extra = ("; B200/B300 also show NV18 at twice the per-link rate" if "H100" in words else "")
-            sentences["gpu"] = (f"GPU model unknown: assumed {words} from the NVLink counts of topo -m{extra}; "
-                                f"{SEND_GPU_QUERY}.")
+            why = "the NVLink counts of topo -m" + (" and the GPU NUMA ids of Grace" if grace else "")
+            sentences["gpu"] = f"GPU model unknown: assumed {words} from {why}{extra}; {SEND_GPU_QUERY}."
             nvlink_note = f"assumed {words.split(' (')[0]} per-link rate; {SEND_GPU_QUERY}"
         else:
             model, klass = None, None
-            sentences["gpu"] = f"GPU model unknown and topo -m shows no NVLink to tell it; {SEND_GPU_QUERY}."
+            tell = ("the NVLink counts of topo -m do not tell it" if nv_counts else "no NVLink count tells it")
+            sentences["gpu"] = f"GPU model unknown and {tell}; {SEND_GPU_QUERY}."
     info = gpu_generation(model) if model else None
     if info and info.pcie_gen and not assumed:
         gen = info.pcie_gen

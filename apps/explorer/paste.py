@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import UnknownKindError
-from apps.domain.parsers import KINDS, detect_kind
+from apps.domain.parsers import ALL_KINDS, KINDS, detect_kind
 
 __all__ = ["Section", "split_paste"]
 
@@ -110,6 +110,10 @@ def split_paste(text: str) -> list[Section]:
                 kind = detect_kind(chunk_text)
             except UnknownKindError as exc:
                 error = str(exc)
+            if kind is not None and kind not in KINDS:  # a measurement or a fabric dump
+                what = ALL_KINDS[kind]
+                kind, error = None, (f"this is {what.command} output ({what.family} data), not something a node "
+                                     "says about itself; paste here the outputs of one host's commands")
         sections.append(Section(kind, chunk_text, c["start"], len(body), error))
     seen: set[str] = set()
     out = []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from apps.domain.errors import UnknownKindError
-from apps.domain.parsers import KINDS, detect_kind, parse
+from apps.domain.parsers import ALL_KINDS, detect_kind, parse
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -18,7 +18,7 @@ EQUIVALENT = {
 
 
 def fixtures():
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         folder = FIXTURES / kind
         if not folder.is_dir():
             continue

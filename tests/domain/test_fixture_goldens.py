@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers import KINDS, to_jsonable
+from apps.domain.parsers import ALL_KINDS, to_jsonable
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NOT_KINDS = {"bundles"}  # whole-host capture folders (tests/fixtures/bundles), read by the engine tests
@@ -28,24 +28,24 @@ def read_input(path: Path) -> str:
 
 @pytest.mark.parametrize("kind,path", list(fixture_inputs()))
 def test_fixture_matches_golden(kind: str, path: Path) -> None:
-    assert kind in KINDS, f"fixture folder {kind!r} is not a parser kind"
+    assert kind in ALL_KINDS, f"fixture folder {kind!r} is not a parser kind"
     text = read_input(path)
     error_file = path.with_name(path.stem + ".error.json")
     golden_file = path.with_suffix(".json")
     if error_file.exists():
         expected = json.loads(error_file.read_text())
         with pytest.raises(ParseError) as info:
-            KINDS[kind].parse(text)
+            ALL_KINDS[kind].parse(text)
         assert info.value.kind == kind
         assert info.value.line_no == expected["line_no"]
         assert expected["reason"] in info.value.reason
         return
     assert golden_file.exists(), f"no golden {golden_file.name} (run python -m tests.regen_goldens {kind})"
-    got = json.loads(json.dumps(to_jsonable(KINDS[kind].parse(text))))
+    got = json.loads(json.dumps(to_jsonable(ALL_KINDS[kind].parse(text))))
     assert got == json.loads(golden_file.read_text())
 
 
 def test_every_kind_has_fixtures() -> None:
     present = {p.name for p in FIXTURES.iterdir() if p.is_dir() and any(p.iterdir())}
-    missing = set(KINDS) - present
+    missing = set(ALL_KINDS) - present
     assert not missing, f"kinds without fixtures: {sorted(missing)}"

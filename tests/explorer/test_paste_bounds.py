@@ -66,3 +66,11 @@ def test_with_workers_the_request_does_no_analysis(signed_in, monkeypatch):
     assert not Snapshot.objects.exists()
     upload = Upload.objects.get()
     assert json.loads(upload.raw)["hostname"] == "queued"
+
+
+def test_a_measurement_pasted_as_a_host_section_is_named_and_refused():
+    from apps.explorer.paste import split_paste
+
+    text = (h.FIXTURES / "nccl_tests").glob("*.txt").__next__().read_text()
+    [section] = split_paste(text)
+    assert section.kind is None and "not something a node says about itself" in section.error

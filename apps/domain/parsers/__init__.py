@@ -66,6 +66,20 @@ _ALL = [
     Kind("nccl_topo_xml", "nccl_topo_xml", "parse", "NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE XML"),
     Kind("hwloc_xml", "hwloc_xml", "parse", "lstopo --of xml"),
     Kind("host_info", "host_info", "parse", "topoweb agent: host facts (CPU, driver, IOMMU, GDR modules, NCCL env)"),
+    Kind("ibnetdiscover", "ibnetdiscover", "parse", "ibnetdiscover [-p] [--node-name-map F]", family="fabric"),
+    Kind("iblinkinfo", "iblinkinfo", "parse", "iblinkinfo [-l]", family="fabric"),
+    Kind("ibswitches", "ibnodes", "parse_switches", "ibswitches", "detect_switches", family="fabric"),
+    Kind("ibhosts", "ibnodes", "parse_hosts", "ibhosts", "detect_hosts", family="fabric"),
+    Kind("ibnodes", "ibnodes", "parse", "ibnodes (or ibnetdiscover -l)", family="fabric"),
+    Kind("lldpctl_json", "lldp", "parse_json", "lldpctl -f json|json0 (lldpcli -f json show neighbors)", "detect_json",
+         family="fabric"),
+    Kind("lldpcli_neighbors", "lldp", "parse_text", "lldpcli show neighbors (lldpctl)", "detect_text",
+         family="fabric"),
+    Kind("ibdev2netdev", "ibdev2netdev", "parse", "ibdev2netdev [-v]", family="fabric"),
+    Kind("nccl_tests", "nccl_tests", "parse", "nccl-tests *_perf (all_reduce_perf, all_gather_perf, ...)", family="run"),
+    Kind("nccl_log", "nccl_log", "parse", "NCCL_DEBUG=INFO output of any NCCL job", family="run"),
+    Kind("perftest", "perftest", "parse", "ib_write_bw / ib_read_bw / ib_send_bw (perftest)", family="run"),
+    Kind("p2p_bandwidth", "p2p_bandwidth", "parse", "p2pBandwidthLatencyTest / nvbandwidth", family="run"),
 ]
 FAMILIES = ("host", "run", "fabric")
 ALL_KINDS: dict[str, Kind] = {k.name: k for k in _ALL}
