@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import plotly
+import pytest
 
 VENDOR = Path(__file__).resolve().parent.parent / "static" / "vendor"
 
@@ -16,3 +17,14 @@ def test_vendored_plotly_matches_python_package() -> None:
     vendored = VENDOR / f"plotly-{version}.min.js"
     assert vendored.exists(), f"static/vendor lacks plotly-{version}.min.js (the plotly package's Plotly.js)"
     assert vendored.read_bytes() == bundled.read_bytes()
+
+
+@pytest.mark.django_db
+def test_api_docs_load_nothing_from_outside(client):
+    """An air-gapped site gets a working /api/v1/docs: Swagger UI from topoweb's own static files."""
+    import re
+
+    body = client.get("/api/v1/docs").content.decode()
+    sources = re.findall(r'(?:src|href)="([^"]+)"', body)
+    assert any(s.endswith("swagger-ui-bundle.js") for s in sources), sources
+    assert not [s for s in sources if re.match(r"(https?:)?//", s)], sources

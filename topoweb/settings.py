@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # its own Swagger UI files, so /api/v1/docs loads nothing from the internet
     "apps.topology",
     "apps.ingest",
     "apps.explorer",
