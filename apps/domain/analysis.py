@@ -34,11 +34,19 @@ is always present (empty list / null when unknown):
             "assumed_gpu_model": str|null,   # model name used for lookups when the class was inferred
             "gdr_module": bool|null,         # host_info: False = no nvidia_peermem / DMA-BUF
             "iommu": {"translated": [BDFs], "cmdline": str|null}|null,   # host_info
-            "nvlink_reported": bool|null,    # False: the file cannot show NVLink (see gpu_pairs)
+            "nvlink_reported": bool|null,    # False: no source shows NVLink and the GPUs may have it
+            "cpu_name": str|null,            # the CPU in words and where it was read (root complex...)
+            "nic_inventory": [kinds],        # sources that show the host's network functions
+            "nic_unknown": str|null,         # why no source can show NICs (nic_inventory empty)
+            "socket_nets": [names],          # NCCL XML nets of NCCL's Socket transport (eth0)
+            "virtual_pci": bool,             # a VM's or a flattened hand-written PCI tree
+            "unplaced": [names],             # GPUs/NICs no source places (node parent null)
             "nodes": [{"id": str, "kind": "cpu"|"root_complex"|"root_port"|"switch"|"gpu"|"nic"
                         |"nvswitch"|"nvme"|"other", "label": str, "bdf": str|null, "numa": int|null,
                         "parent": str|null, "inferred": bool, "attrs": {...}}],
-            "edges": [{"source": id, "target": id, "kind": "pcie"|"nvlink"|"inter_socket"|"cpu_link",
+                        # attrs of GPUs: gdr (NCCL XML), c2c (Grace NVLink-C2C), placement
+                        # "unknown"; of NICs: transport "verbs" | "ofi" (EFA, Slingshot), placement
+            "edges": [{"source": id, "target": id, "kind": "pcie"|"nvlink"|"c2c"|"inter_socket"|"cpu_link",
                         "gen": int|null, "width": int|null, "max_gen": int|null, "max_width": int|null,
                         "links": int|null, "spec_gbs": float|null, "expected_gbs": float|null,
                         "degraded": bool, "inferred": bool, "note": str|null,
@@ -50,17 +58,23 @@ is always present (empty list / null when unknown):
             "node": graph node id|null, "bdf": str|null, "port": int|null, "state": str|null,
             "phys_state": str|null, "rate_gbps": float|null, "link_layer": "InfiniBand"|"Ethernet"|null,
             "numa": int|null, "active": bool|null, "compute": bool,
-            "rail": int|null}],          # rail: position among the host's compute NICs (name order)
-  "gpu_pairs": [{"a": "GPU0", "b": "GPU1", "path_class": "NV12"|"PIX"|...|"SYS", "mechanism":
-                 "nvlink"|"nvswitch"|"pcie_p2p"|"shm", "p2p": bool, "reason": str,
-                 "bottleneck_gbs": float, "hops": [hop, ...],
+            "rail": int|null,            # rail: position among the host's compute NICs (name order)
+            "transport": "verbs"|"ofi"}],  # ofi: reached through a libfabric plugin (EFA, Slingshot)
+  "gpu_pairs": [{"a": "GPU0", "b": "GPU1", "path_class": "NV12"|"XGMI4"|"PIX"|...|"SYS"|null,
+                 "mechanism": "nvlink"|"nvswitch"|"pcie_p2p"|"shm"|"unknown", "p2p": bool|null,
+                 "reason": str, "bottleneck_gbs": float, "hops": [hop, ...],
                  "nccl_path": "NVL"|"NVB"|"PIX"|"PXB"|"PHB"|"SYS"|null,    # NCCL's path type
                  "via": "GPU1"|null,                 # NVB: the GPU relaying over NVLink
                  "bottleneck": index into hops|null,                       # a < b only
+                 "shm_cause": "level"|"p2p_status"|"driver"|null,  # why SHM: NCCL's P2P level,
+                                                     # topo -p2p refusal, a GeForce driver (assumed)
+                 "assumed": bool,                    # uses an assumed figure or verdict
                  "nvlink_reported": bool|null}],
-                 # nvlink_reported: False when the source (an NCCL XML without <nvlink>, e.g.
-                 # Azure's NCCL_TOPO_FILE) cannot show NVLink: the pair's PCIe verdict is then
-                 # "NVLink not reported", not a fact; findings on such pairs drop to INFO
+                 # mechanism "unknown" (p2p null): the report cannot tell, because a GPU is not placed
+                 # or no source shows NVLink (graph.nvlink_reported False: an NCCL XML without
+                 # <nvlink> such as Azure's NCCL_TOPO_FILE, a PCI listing, hwloc 1.x); the reason
+                 # gives the PCIe path, and no finding, setting or estimate is built on it.
+                 # XGMI: AMD Infinity Fabric (RCCL's NVL links), mechanism "nvlink"
   "gpu_nic": [{"gpu": "GPU0", "nic": str, "path_class": str, "gdr": bool, "reason": str,
                "bandwidth_gbs": float, "pxn_via": "GPU3"|null, "hops": [hop, ...],   # chosen NIC per GPU
                "label": matrix label|null, "nccl_path": str, "bottleneck": index|null,
@@ -85,7 +99,10 @@ is always present (empty list / null when unknown):
               "usable": [NIC names NCCL may use (Active, or state unknown)],
               "message": str|null},   # all_down: every HCA port is down, NCCL falls back to
               # sockets and gpu_nic is empty (no choice is made among dead ports or non-RDMA
-              # Ethernet functions, which are never NICs: see apps.domain.hostgraph)
+              # Ethernet functions, which are never NICs: see apps.domain.hostgraph);
+              # no_rdma_nic: a source showing the host's network functions shows no RDMA one, or
+              # NCCL's own topology lists only its Socket transport; unknown: port states not
+              # reported, or no source can show NICs at all (the message says why and what to send)
   "findings": [{"rule": "P01", "severity": "CRIT"|"HIGH"|"MED"|"LOW"|"INFO", "title": str,
                 "devices": [names], "message": str, "fix": str, "source": str}],
   "estimate": {"b_gpu_gbs": float, "b_node_gbs": float|null, "eta_intra": float, "eta_net": float,
@@ -102,13 +119,16 @@ is always present (empty list / null when unknown):
 }
 
 Assumption policy (``bandwidth.assume``): GPU model unknown -> inferred from the NV# cells (NV18 ->
-H100-class, NV12 -> A100-class, NV1/NV2 mesh -> V100, NV4 between two GPUs -> GA10x bridge), else
-none; PCIe links not reported -> the GPU class's host link, Gen3 for the legacy topo -m legend, else
-Gen4 x16; CPU unknown -> NCCL's SKL_QPI_BW class (10 GB/s). Edges and hops using an assumed figure
-carry ``assumed: true`` and a note naming what to send.
+H100-class, or B200-class GB200 with Grace's GPU NUMA ids; NV12 -> A100-class; NV6 on NVSwitch ->
+V100 DGX-2; NV1/NV2 mesh -> V100; NV4 between two GPUs -> GA10x bridge), else none; PCIe links not
+reported -> the GPU class's host link, Gen3 for the legacy topo -m legend, else Gen4 x16; CPU unknown
+-> NCCL's SKL_QPI_BW class (10 GB/s); GeForce RTX pairs without a topo -p2p matrix -> SHM (their
+driver refuses PCIe P2P). Edges and hops using an assumed figure carry ``assumed: true`` and a note
+naming what to send. What the report cannot tell is not assumed but called unknown: a device no
+source places, GPU pairs no source shows NVLink for, a network no source can list.
 
-hop = {"from": name, "to": name, "kind": "nvlink"|"pcie"|"cpu_link"|"inter_socket"|"host_memory_copy"|"fabric"
-       |"nvswitch", "spec_gbs": float|null, "expected_gbs": float|null, "flows": int, "note": str|null,
+hop = {"from": name, "to": name, "kind": "nvlink"|"pcie"|"c2c"|"cpu_link"|"inter_socket"|"host_memory_copy"
+       |"fabric"|"nvswitch", "spec_gbs": float|null, "expected_gbs": float|null, "flows": int, "note": str|null,
        "from_id": graph node id|null, "to_id": graph node id|null, "assumed": bool}
 flows: gpu_pairs hops count the pairs sharing the link when every GPU pair transfers at once;
 gpu_nic hops count the GPUs whose traffic crosses it when every GPU talks to its NIC at once.
@@ -278,9 +298,6 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     for p in pairs:
         nv = p["mechanism"] in ("nvlink", "nvswitch")
         p["nvlink_reported"] = True if nv else (False if unreported else None)
-        if p["nvlink_reported"] is False:
-            p["reason"] = ("NVLink not reported by this file (NCCL adds NVLinks through NVML at run time); "
-                           "by PCIe alone: " + p["reason"])
     choice = paths.nic_choice(G)
     gpu_nic = paths.gpu_nic_choice(G, choice)
     compute = _compute_nics(G, choice)
@@ -311,8 +328,6 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     doc["summary"] = _summary(G, doc)
     doc["estimate"] = estimate(doc)
     doc["nccl_settings"] = suggest_nccl_settings(doc)
-    if unreported:
-        _nvlink_unreported(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {}, plain=plain)
     text = json.dumps(doc, default=_jsonable)
     return json.loads(text), text
@@ -372,36 +387,41 @@ def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
         listed = ", ".join(names[:-1]) + " and " + names[-1]
         speed = f", at least {g['bottleneck_gbs']:.1f} GB/s per direction" if g["bottleneck_gbs"] else ""
         between = "between them" if len(names) == 2 else "between every two of them"
-        g["sentence"] = (f"Group {listed}: {_TIER_WORDS[g.pop('_tier')]} {between} "
+        tier = g.pop("_tier")
+        words = "xGMI" if tier == 0 and all(c.startswith("XGMI") for c in g["classes"]) else _TIER_WORDS[tier]
+        g["sentence"] = (f"Group {listed}: {words} {between} "
                          f"({'/'.join(g['classes'])}{speed}).")
     return out[:limit]
 
 
-def _nvlink_unreported(doc: dict) -> None:
-    """The file cannot show NVLink: the PCIe-only intra-node estimate and the P2P level advice are
-    conditional (no NCCL_P2P_LEVEL suggestion for pairs that may well be NVLink-connected)."""
-    est = doc["estimate"] or {}
-    extra = " (NVLink not reported by this file: with NVLink the intra-node term is far higher)"
-    for p in est.get("points") or []:
-        if p.get("nodes") == 1 or (p.get("limit") == est.get("limiting_link") and "NIC" not in str(p.get("limit"))):
-            p["limit"] = str(p.get("limit")) + extra if extra not in str(p.get("limit")) else p["limit"]
-    if est.get("limiting_link") and "NIC" not in str(est["limiting_link"]):
-        est["limiting_link"] = str(est["limiting_link"]) + extra
-    if isinstance(est.get("notes"), list):
-        est["notes"].append("NVLink not reported by the topology file: the intra-node term uses PCIe only")
-    doc["nccl_settings"] = [s for s in doc["nccl_settings"] if s.get("name") != "NCCL_P2P_LEVEL"]
-
-
 def _network(doc: dict) -> dict:
-    """Whether NCCL has an RDMA NIC to use (the ``network`` key of the document)."""
+    """Whether NCCL has an RDMA NIC to use (the ``network`` key of the document).
+
+    ``no_rdma_nic`` only when a source that shows the host's network functions shows none that is
+    RDMA (or NCCL's own topology lists just its Socket transport); when no source can show NICs
+    (a topo -m without NIC columns, a topology file without ``<net>``, hwloc without I/O, a bare
+    ``lspci -t``) the state is ``unknown`` with the reason and what to send."""
     nics = doc["nics"]
-    names = [n["name"] for n in nics]
     active = [n["name"] for n in nics if n["active"]]
     known = [n for n in nics if n["state"] is not None or n["active"] is not None]
+    graph = doc.get("graph") or {}
     if not nics:
+        sockets = graph.get("socket_nets") or []
+        if sockets:
+            return {"state": "no_rdma_nic", "usable": [], "message": (
+                f"NCCL's topology lists only {', '.join(sockets)} on its Socket transport (no PCI device, GUID 0, "
+                "no GPUDirect RDMA): NCCL found no IB/RoCE device and uses TCP sockets (NET/Socket) for "
+                "inter-node traffic.")}
+        if "nic_inventory" in graph and not graph.get("nic_inventory"):
+            why = graph.get("nic_unknown") or "no section of the report lists NICs"
+            return {"state": "unknown", "usable": [], "message": (
+                f"The NICs are unknown: {why}. Whether NCCL has an RDMA device (InfiniBand/RoCE, or EFA/Slingshot "
+                "through a libfabric plugin) cannot be told; send ibstat (or ibv_devinfo, or the agent's sysfs_ib "
+                "listing) to know.")}
+        shown = ", ".join(graph.get("nic_inventory") or []) or "the report"
         return {"state": "no_rdma_nic", "usable": [], "message": (
-            "No RDMA NIC (InfiniBand/RoCE HCA) reported: NCCL has no IB/RoCE device and uses TCP sockets "
-            "(NET/Socket) for inter-node traffic.")}
+            f"No RDMA NIC (InfiniBand/RoCE HCA, EFA or Slingshot) in {shown}: NCCL has no IB/RoCE device and uses "
+            "TCP sockets (NET/Socket) for inter-node traffic.")}
     if active:
         return {"state": "ok", "usable": active, "message": None}
     if known and len(known) == len(nics):
@@ -411,9 +431,14 @@ def _network(doc: dict) -> dict:
             "found\") and falls back to TCP sockets over the host's IP interfaces (\"Using network Socket\"), "
             "so no GPU gets a NIC and inter-node traffic is far slower (F01, H04). Bring the ports up before "
             "measuring anything.")}
+    unplaced = [n["name"] for n in nics if n.get("node") and n["name"] in set(graph.get("unplaced") or ())]
+    message = None if not known else ("Some HCA port states were not reported; ports with unknown state are "
+                                      "assumed usable.")
+    if not known:
+        message = ("No HCA port state was reported (send ibstat, or the agent's sysfs_ib listing, to know); ports "
+                   "with unknown state are taken as usable.")
     return {"state": "unknown", "usable": [n["name"] for n in nics if n["active"] is not False],
-            "message": None if not known else "Some HCA port states were not reported; ports with unknown "
-                                                "state are assumed usable."}
+            "message": message + (f" Placement of {', '.join(unplaced)} is unknown." if unplaced else "")}
 
 
 _ATOMS = (str, int, float, bool, type(None))
@@ -449,7 +474,12 @@ def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[
         every = choice  # every port is up: the same candidates give the same choice
     else:
         every = paths.nic_choice(G, include_inactive=True)
-    return {rec["nic"] for rec in every.values()}
+    # a NIC no source places cannot be told from a storage NIC: it is not demoted either; nor is
+    # any NIC while some GPU is not placed (it may be that GPU's NIC)
+    if any(G.nodes[g].get("placement") == "unknown" for g in paths.gpu_names(G)):
+        return set(paths.nic_names(G))
+    unplaced = {n for n in paths.nic_names(G) if G.nodes[n].get("placement") == "unknown"}
+    return {rec["nic"] for rec in every.values()} | unplaced
 
 
 def _graph_dict(G: nx.Graph) -> dict:
@@ -471,6 +501,9 @@ def _graph_dict(G: nx.Graph) -> dict:
             "cpu_model": G.graph.get("cpu_model"), "disagreements": list(G.graph.get("disagreements") or []),
             "assumed_gpu_model": G.graph.get("assumed_gpu_model"), "gdr_module": G.graph.get("gdr_module"),
             "iommu": G.graph.get("iommu"), "nvlink_reported": G.graph.get("nvlink_reported"),
+            "cpu_name": G.graph.get("cpu_name"), "nic_inventory": list(G.graph.get("nic_inventory") or []),
+            "nic_unknown": G.graph.get("nic_unknown"), "socket_nets": list(G.graph.get("socket_nets") or []),
+            "virtual_pci": bool(G.graph.get("virtual_pci")), "unplaced": list(G.graph.get("unplaced") or []),
             "nodes": nodes, "edges": edges}
 
 
@@ -485,7 +518,7 @@ def _nic_dict(G: nx.Graph, n: str, compute: bool, rail: int | None) -> dict:
     return {"name": n, "label": d.get("nic_label") or d.get("label"), "node": n, "bdf": d.get("bdf"),
             "port": d.get("port"), "state": d.get("state"), "phys_state": d.get("phys_state"),
             "rate_gbps": d.get("rate_gbps"), "link_layer": d.get("link_layer"), "numa": d.get("numa"),
-            "active": d.get("active"), "compute": compute, "rail": rail}
+            "active": d.get("active"), "compute": compute, "rail": rail, "transport": d.get("transport") or "verbs"}
 
 
 def _summary(G: nx.Graph, doc: dict) -> dict:

@@ -420,7 +420,8 @@ _GPU_PATTERNS: list[tuple[str, str, int, int, int | None, int]] = [
     (r"P100.*SXM|P100-SXM", "P100", 60, 4, None, 3),
     (r"P100", "P100 PCIe", 60, 0, None, 3),
     (r"P40|P4\b|GTX 10\d0|TITAN X|Titan X", "Pascal", 61, 0, None, 3),
-    (r"M60|M40|K80|K40|GTX 9\d0", "Maxwell/Kepler", 52, 0, None, 3),
+    (r"M60|M40|K80|K40|K20|K10|GTX 9\d0", "Maxwell/Kepler", 52, 0, None, 3),
+    (r"\b[MC]20[5-9]0\b", "Fermi", 20, 0, None, 2),
 ]
 
 

@@ -13,6 +13,9 @@
   of the GPU order, the PCIe tree order (``graph`` parents: a switch's GPUs stay adjacent, so each
   tree link is crossed once per direction), the best pair-threshold ring and, when shared links
   keep those below the pair bound, a bounded exact search (<= 10 GPUs).
+  A GPU pair whose mechanism the report cannot tell (``gpu_pairs[].mechanism`` "unknown": NVLink
+  not reported, a GPU not placed) makes ``B_gpu`` unknown: never read from PCIe. GPU links the
+  class does not count (xGMI) take the figure of their hops.
 * ``B_node``: sum over the Active compute NICs of one link layer of
   ``min(Rate/8, NIC PCIe link, GPU->NIC path)``; functions of one adapter share its PCIe link.
 * ``busbw(N=1) = eta_intra x B_gpu``; ``busbw(N>1) = min(eta_intra x B_gpu, eta_net x B_node)``
@@ -170,6 +173,13 @@ class _Host:
             return _Step(c * self.nv_per_link(), "nvlink", (), None)
         pair = self.ctx.pair(a, b)
         mech = str(pair.get("mechanism") or "")
+        if mech in ("nvlink", "nvswitch") and not pair.get("via"):
+            # a GPU link the class does not count (xGMI): the figure its hops carry
+            figures = [as_float(h.get("spec_gbs")) or as_float(h.get("expected_gbs"))
+                       for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
+            figures = [f for f in figures if f]
+            if figures:
+                return _Step(min(figures), "nvlink", (), None)
         shm = mech == "shm" or (not mech and cls not in GDR_CLASSES)
         kind = ("shm_sys" if cls == "SYS" else "shm") if shm else "pcie"
         own = {self.node_id(a), self.node_id(b)}
@@ -378,11 +388,23 @@ class _Host:
             walk([names[0]], set(names[1:]), math.inf)
         return best[1]
 
+    def unknown_pair(self) -> dict | None:
+        """A GPU pair whose mechanism the report cannot tell (NVLink not reported, a GPU not placed):
+        the intra-node term is then unknown, never read from PCIe."""
+        for p in as_list(self.doc.get("gpu_pairs")):
+            if isinstance(p, Mapping) and p.get("mechanism") == "unknown":
+                return p
+        return None
+
     def b_gpu(self) -> tuple[float | None, str, str]:
         """(B_gpu, limit text, hop kind) for the best ring."""
         names = self.names
         if len(names) < 2:
             return None, "a single GPU: no intra-node all-reduce traffic", "none"
+        unknown = self.unknown_pair()
+        if unknown is not None:
+            return None, (f"unknown inside the node: {unknown.get('a')}-{unknown.get('b')}: "
+                          f"{unknown.get('reason')}"), "unknown"
         ring = self.ring()
         best, limit, kind, _uses = self._score(ring)
         return round(best, 2), limit, kind
@@ -527,9 +549,12 @@ def estimate(doc: Mapping[str, Any]) -> dict:
     b_node, per_nic, _layer = h.b_node()
     points = []
     intra = round(eta_intra * b_gpu, 1) if b_gpu else None
+    if kind == "unknown":
+        notes.append("the intra-node term is unknown (see limiting_link): no single-node figure, and multi-node "
+                     "figures are the NIC ceiling only")
     for nodes in NODE_COUNTS:
         if nodes == 1:
-            if g < 2:
+            if g < 2 or intra is None:
                 continue
             points.append({"nodes": 1, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": intra})
             continue
@@ -543,12 +568,14 @@ def estimate(doc: Mapping[str, Any]) -> dict:
         if intra is not None and intra <= net:
             points.append({"nodes": nodes, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": hier})
         else:
-            points.append({"nodes": nodes, "busbw_gbs": net, "limit": _nic_sum_text(per_nic), "hier_busbw_gbs": hier})
+            limit = _nic_sum_text(per_nic) + (" (intra-node term unknown)" if kind == "unknown" else "")
+            points.append({"nodes": nodes, "busbw_gbs": net, "limit": limit, "hier_busbw_gbs": hier})
     if b_node is None:
         notes.append("no Active compute NIC reported: multi-node points are not estimated")
     limiting = points[-1]["limit"] if points else intra_limit
     return {"b_gpu_gbs": b_gpu, "b_node_gbs": b_node, "eta_intra": eta_intra, "eta_net": ETA_NET,
-            "points": points, "limiting_link": limiting, "ring": h.ring() if g > 1 else list(h.names),
+            "points": points, "limiting_link": limiting,
+            "ring": h.ring() if g > 1 and kind != "unknown" else list(h.names),
             "notes": notes}
 
 
@@ -607,7 +634,7 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
         why = []
         if any(n.get("link_layer") and n.get("link_layer") != layer and ctx.nic_active(n) for n in others):
             why.append(f"it keeps only the {layer} ports (NCCL refuses to mix link layers, F04)")
-        down = [n.get("name") for n in others if not ctx.nic_active(n) and is_safe_name(n.get("name"))]
+        down = [n.get("name") for n in others if not ctx.nic_usable(n) and is_safe_name(n.get("name"))]
         if down:
             why.append(f"it leaves out ports that are not Active ({join(sorted(set(down), key=gpu_sort_key))})")
         if any(not ctx.is_compute(n) for n in others):
@@ -619,8 +646,9 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
         value = ib_hca_value(keep)
         if value:
             kept = sum(1 for n in keep if is_safe_name(n.get("name")))
+            state = "Active" if all(ctx.nic_active(n) for n in keep) else "Active (or not reported)"
             out.append({"name": "NCCL_IB_HCA", "value": value,
-                        "reason": f"Exact list of the {kept} Active compute {layer or 'RDMA'} port(s): " +
+                        "reason": f"Exact list of the {kept} {state} compute {layer or 'RDMA'} port(s): " +
                                   "; ".join(why) + "."})
         netdevs = []
         for n in keep:
@@ -645,15 +673,19 @@ def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:
                                    "Several NICs shared by the GPUs: keep the default 2; set 1 if the fabric is not "
                                    "rail-optimized (F08).")})
     names = ctx.gpu_names
+    # pairs NCCL sends through host memory because of its P2P level (not a driver that refuses
+    # P2P, where NCCL_P2P_LEVEL cannot help, nor pairs whose mechanism is unknown)
     shm = [(a, b, ctx.pair_class(a, b)) for i, a in enumerate(names) for b in names[i + 1:]
-           if ctx.pair_class(a, b) in ("PHB", "NODE", "SYS") and not nvb_reachable(ctx, a, b)]
+           if ctx.pair_class(a, b) in ("PHB", "NODE", "SYS") and not nvb_reachable(ctx, a, b)
+           and ctx.pair(a, b).get("shm_cause", "level") == "level"
+           and ctx.pair(a, b).get("mechanism") != "unknown"]
     if shm:
         level = "SYS" if any(c == "SYS" for *_, c in shm) else "PHB"
         out.append({"name": "NCCL_P2P_LEVEL", "value": level,
                     "reason": f"{len(shm)} GPU pair(s) use host memory by default (P01/P02). Only set this after "
                               "p2pBandwidthLatencyTest shows healthy P2P on this platform (ACS off, P04); otherwise "
                               "leave it unset."})
-    far = [r for r in as_list(doc.get("gpu_nic")) if isinstance(r, Mapping)
+    far = [r for r in as_list(doc.get("gpu_nic")) if isinstance(r, Mapping) and not r.get("gdr")
            and normalize_token(r.get("path_class")) in ("PHB", "NODE", "SYS") and not r.get("pxn_via")]
     if far:
         out.append({"name": "NCCL_NET_GDR_LEVEL", "value": "PHB",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+_XML_SOURCES = frozenset({"nccl_topo_xml", "hwloc_xml"})
+
 __all__ = ["GpuFact", "NicFact", "PciDeviceFact", "NvlinkPair", "CpuFact", "Disagreement", "HostFacts"]
 
 
@@ -40,6 +42,9 @@ class GpuFact:
     nvlink_active: int | None = None  # nvidia-smi nvlink -s: active links
     nvlink_total: int | None = None  # links listed (active + inactive)
     nvlink_link_gbps: tuple[float, ...] = ()  # raw per-link rates of the active links
+    gdr: bool | None = None  # NCCL XML <gpu gdr=...>: the GPU supports GPUDirect RDMA
+    gpu_numa_id: int | None = None  # topo -m "GPU NUMA ID": GPU memory is a NUMA node (Grace C2C)
+    c2c: bool = False  # attached to its CPU through NVLink-C2C (Grace), not PCIe
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,9 @@ class NicFact:
     netdevs: tuple[str, ...] = ()
     speed_mbps: int | None = None  # NCCL XML net speed
     gdr: bool | None = None  # NCCL XML gdr flag
+    # how NCCL reaches it: "verbs" (NCCL's IB/RoCE transport), "ofi" (a libfabric net plugin:
+    # AWS EFA, HPE Slingshot); see assemble.NET_PLUGIN_NICS
+    transport: str = "verbs"
 
     @property
     def active(self) -> bool | None:
@@ -97,6 +105,7 @@ class PciDeviceFact:
     width: int | None = None
     max_gen: int | None = None
     max_width: int | None = None
+    link_gbs: float | None = None  # link bandwidth as reported in GB/s per direction (hwloc pci_link_speed)
     secondary_bus: int | None = None
     subordinate_bus: int | None = None
     acs_ctl: tuple[str, ...] = ()  # flags enabled in ACSCtl (e.g. "ReqRedir", "CmpltRedir")
@@ -113,6 +122,8 @@ class NvlinkPair:
     b: str
     links: int
     source: str
+    fabric: str = "nvlink"  # "nvlink", or "xgmi" (AMD Infinity Fabric links, NCCL's LINK_NVL in RCCL)
+    gbs: float | None = None  # the link bandwidth the source states (hwloc XGMIBandwidth), GB/s
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,7 @@ class CpuFact:
     family_id: int | None = None
     model_id: int | None = None
     arch: str | None = None
+    package: int | None = None  # the socket (hwloc package) this NUMA node belongs to
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,10 @@ class HostFacts:
     pci: tuple[PciDeviceFact, ...] = ()
     nvlink_pairs: tuple[NvlinkPair, ...] = ()
     cpus: tuple[CpuFact, ...] = ()
-    cpu_vendor: str | None = None
+    cpu_vendor: str | None = None  # "intel", "amd", "arm", "power", "zhaoxin" (NCCL's CPU classes)
     cpu_model: int | None = None
     cpu_family: int | None = None
+    cpu_name: str | None = None  # what the CPU is in words ("NVIDIA Grace", "AMD EPYC") and where it was read
     gpu_model: str | None = None
     # topo -m as printed: labels in order, {row: {col: token}} with tokens normalised (SOC -> SYS)
     topo_labels: tuple[str, ...] = ()
@@ -167,6 +180,16 @@ class HostFacts:
     iommu_cmdline: str | None = None  # IOMMU words of /proc/cmdline
     virtualized: bool | None = None
     host_info: bool = False  # the section was reported
+    numa_count: int | None = None  # NUMA nodes with CPUs, when a source lists them all (hwloc, host_info)
+    # sources whose listing shows every network function of the host (so "no RDMA NIC" is a fact);
+    # empty: no source can tell, the network is unknown
+    nic_inventory: tuple[str, ...] = ()
+    nic_unknown: str | None = None  # why no source can show the NICs (when nic_inventory is empty)
+    socket_nets: tuple[str, ...] = ()  # NCCL XML nets of NCCL's Socket transport (eth0, guid 0x0)
+    virtual_pci: bool = False  # the PCI tree is a hypervisor's or a hand-written flattened one
+    # sources that list every NVLink when there is any (topo -m, nvlink -s, NCCL's own topology
+    # dump, hwloc's NVML backend): NVLink absent from all of them is a fact
+    nvlink_sources: tuple[str, ...] = ()
 
     # -- lookups ---------------------------------------------------------------------------
     def gpu(self, name: str) -> GpuFact | None:
@@ -188,8 +211,9 @@ class HostFacts:
 
     @property
     def has_pci_tree(self) -> bool:
-        """True when an exact PCI hierarchy is known (lspci, sysfs, NCCL or hwloc XML)."""
-        return any(d.parent_bdf or d.ancestry or d.root for d in self.pci)
+        """True when an exact PCI hierarchy is known (lspci, sysfs, NCCL or hwloc XML). A topology
+        XML places every device, those directly under a ``<cpu>`` / host bridge included."""
+        return any(d.parent_bdf or d.ancestry or d.root or _XML_SOURCES & set(d.source.split(",")) for d in self.pci)
 
     def label_of(self, name: str) -> str:
         """The topo -m label for a GPU or NIC name (NICs may be labelled NIC3 for mlx5_3)."""

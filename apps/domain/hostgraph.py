@@ -5,7 +5,9 @@
 contention and findings):
 
 * ``G.graph``: ``hostname``, ``inferred``, ``mode`` ("exact" | "nccl_xml" | "hwloc_xml" |
-  "inferred" | "none"), ``sources``, ``cpu_vendor``, ``cpu_model``, ``gpu_model``, ``warnings``,
+  "inferred" | "none"), ``sources``, ``cpu_vendor``, ``cpu_model``, ``cpu_name``, ``gpu_model``,
+  ``nic_inventory``/``nic_unknown``/``socket_nets`` (what the report can say about NICs),
+  ``virtual_pci``, ``unplaced``, ``nvlink_reported``, ``warnings``,
   ``disagreements`` (list of {"subject", "message", "sources"}: sources that describe the host
   differently, e.g. topo -m vs the PCI tree).
 * nodes: ``cpu<numa>``, ``rc:<domain>:<bus>`` (host bridge), ``pci:<bdf>`` (root port; a PCIe
@@ -22,8 +24,9 @@ contention and findings):
   are kind ``other`` labelled "Ethernet (no RDMA)" with ``network=True``: drawn, never chosen.
   Inferred nodes use ``rc:inferred:<k>`` / ``switch:inferred:<k>``.
 * edges: ``kind`` "pcie" (child to its PCIe parent, carrying the child's upstream link),
-  "nvlink" (GPU-GPU or GPU-nvswitch), "inter_socket" (cpu-cpu), "cpu_link" (root complex to its
-  cpu); attrs ``gen``, ``width``, ``max_gen``, ``max_width``, ``links``, ``spec_gbs``,
+  "nvlink" (GPU-GPU or GPU-nvswitch; attr ``fabric`` "xgmi" for AMD Infinity Fabric links, which
+  RCCL plans as NVL links), "c2c" (a Grace GPU to its CPU side over NVLink-C2C), "inter_socket"
+  (cpu-cpu), "cpu_link" (root complex to its cpu); attrs ``gen``, ``width``, ``max_gen``, ``max_width``, ``links``, ``spec_gbs``,
   ``expected_gbs``, ``nccl_gbs``, ``source`` (citation, from :mod:`apps.domain.bandwidth`),
   ``degraded``, ``inferred``, ``note``.
 
@@ -41,7 +44,14 @@ Three ways to build (``G.graph["mode"]``):
 * inferred: only ``nvidia-smi topo -m``: PIX groups share an inferred switch, PXB groups get an
   inferred parent switch, PHB groups one inferred root complex, NODE splits root complexes in one
   NUMA node, SYS splits NUMA nodes (affinity columns place them). Everything is ``inferred=True``.
-* none: no topology source; GPUs and NICs hang under one inferred CPU.
+* none: no topology source; GPUs and NICs are unplaced.
+
+A GPU or NIC that no source places (a row cut from a partial topo -m with only ``NV#`` cells, an
+HCA that no matrix column or PCI listing shows) is a node without a parent, attr ``placement``
+"unknown", listed in ``G.graph["unplaced"]``: it gets no path class, so nothing is built on a place
+nobody reported; a warning says what to send. Devices that stand in the same place as far as the
+matrix says (NICs with identical cells and no cell between them) share one CPU node rather than
+one each.
 
 When topo -m is present with an exact source, every GPU-GPU and GPU-NIC cell is compared with
 :func:`path_class` on the graph (lowest common ancestor rule, domain.md 4.2 item 5) and each
@@ -59,9 +69,10 @@ from typing import Any, Iterator
 import networkx as nx
 
 from apps.domain import bandwidth as bw
+from apps.domain import devices
 from apps.domain.facts import GpuFact, HostFacts, NicFact
 
-__all__ = ["build_host_graph", "path_class", "pcie_path", "ancestors", "frozen", "PATH_ORDER"]
+__all__ = ["build_host_graph", "path_class", "pcie_path", "ancestors", "frozen", "link_token", "PATH_ORDER"]
 
 PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # Broadcom PEX Gen4/Gen5 switches that NCCL flattens (getBcmGen, topo.cc L195-260 [S3]).
@@ -89,9 +100,12 @@ def _edge(G: nx.Graph, a: str, b: str, kind: str, link: bw.LinkBandwidth | None 
 
 def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: int | None,
                max_gen: int | None, max_width: int | None, is_gpu: bool, inferred: bool = False,
-               note: str | None = None, assume: tuple[int, int, str] | None = None) -> bool:
-    """Add the PCIe edge; ``assume`` = (gen, width, note) fills an unknown generation/width
-    (the edge is then ``assumed``). Returns True when an assumption was used."""
+               note: str | None = None, assume: tuple[int, int, str] | None = None,
+               reported_gbs: float | None = None) -> bool:
+    """Add the PCIe edge; ``reported_gbs`` is a bandwidth the source states without generation and
+    width (hwloc's ``pci_link_speed``), used when those are unknown; ``assume`` = (gen, width,
+    note) fills what is still unknown (the edge is then ``assumed``). Returns True when an
+    assumption was used."""
     notes = [note] if note else []
     degraded = False
     if width and max_width and width < max_width:
@@ -108,6 +122,13 @@ def _pcie_edge(G: nx.Graph, child: str, parent: str, *, gen: int | None, width: 
     use_gen = max_gen if (is_gpu and max_gen and gen and gen < max_gen) else (gen or max_gen)
     use_width = width or max_width
     assumed = False
+    if not (use_gen and use_width) and reported_gbs:
+        link, said, slow = bw.pcie_link_from_gbs(reported_gbs)
+        if not (is_gpu and slow):  # a GPU at a Gen1/Gen2 figure is an idle downclock, not its link
+            _edge(G, child, parent, "pcie", link, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
+                  degraded=degraded, inferred=inferred, assumed=False, note="; ".join(notes + [said]))
+            return False
+        notes.append(f"{said}: a GPU idles at Gen1; its link under load is not reported")
     if assume is not None and not (use_gen and use_width):
         use_gen, use_width = use_gen or assume[0], use_width or assume[1]
         assumed = True
@@ -165,9 +186,17 @@ def _ancestors(G: nx.Graph, node: str) -> list[str]:
     return chain
 
 
+def link_token(d: dict) -> str:
+    """The matrix token of a GPU-link edge: ``NV12`` (NVLink bond), ``XGMI`` / ``XGMI4`` (AMD xGMI,
+    as ``rocm-smi --showtopo`` names it; hwloc gives no link count)."""
+    if d.get("fabric") == "xgmi":
+        return f"XGMI{d.get('links') or ''}"
+    return f"NV{d['links']}"
+
+
 def _nvlink_class(G: nx.Graph, a: str, b: str) -> str | None:
     if G.has_edge(a, b) and G.edges[a, b]["kind"] == "nvlink":
-        return f"NV{G.edges[a, b]['links']}"
+        return link_token(G.edges[a, b])
     best = None
     for n in G[a]:
         if G.nodes[n]["kind"] == "nvswitch" and G.has_edge(n, b):
@@ -253,16 +282,18 @@ class _Build:
         self.disagreements: list[dict] = [
             {"subject": d.subject, "message": d.message, "sources": list(d.sources)} for d in facts.disagreements
         ]
-        nv_counts = [p.links for p in facts.nvlink_pairs if p.b != "nvswitch"]
+        nv_counts = [p.links for p in facts.nvlink_pairs if p.b != "nvswitch" and p.fabric == "nvlink"]
         fabric = any(p.b == "nvswitch" for p in facts.nvlink_pairs) or any(d.kind == "nvswitch" for d in facts.pci)
         self.policy = bw.assume(facts.gpu_model, nv_counts=nv_counts, gpu_count=len(facts.gpus), fabric=fabric,
                                 legacy_topo=facts.topo_legacy, cpu_vendor=facts.cpu_vendor,
-                                cpu_model=facts.cpu_model, cpu_family=facts.cpu_family)
+                                cpu_model=facts.cpu_model, cpu_family=facts.cpu_family,
+                                grace=any(g.c2c for g in facts.gpus))
         self.used: set[str] = set()  # assumption sentences actually used ("gpu", "pcie", "inter_socket")
         self.extra_assumptions: list[str] = []
         self.info = bw.gpu_generation(self.policy.gpu_model) if self.policy.gpu_model else None
         self.gpu_node: dict[str, str] = {g.name: g.name for g in facts.gpus}
         self.nic_node: dict[str, str] = {}  # NicFact.name -> node id
+        self.unplaced: list[str] = []  # GPUs/NICs no source places (label names)
 
     # shared ---------------------------------------------------------------------------------
     def cpu(self, numa: int | None, inferred: bool = False) -> str:
@@ -283,12 +314,12 @@ class _Build:
 
     def gpu_attrs(self, g: GpuFact) -> dict:
         return dict(index=g.index, model=g.model, uuid=g.uuid, cpu_affinity=g.cpu_affinity,
-                    pstate=g.pstate, nvlink_active=g.nvlink_active)
+                    pstate=g.pstate, nvlink_active=g.nvlink_active, gdr=g.gdr, c2c=g.c2c, gpu_numa_id=g.gpu_numa_id)
 
     def nic_attrs(self, n: NicFact) -> dict:
         return dict(port=n.port, state=n.state, phys_state=n.phys_state, rate_gbps=n.rate_gbps,
                     link_layer=n.link_layer, active=n.active, device=n.device, nic_label=n.label,
-                    netdevs=list(n.netdevs), gdr=n.gdr)
+                    netdevs=list(n.netdevs), gdr=n.gdr, transport=n.transport)
 
     def add_gpu(self, g: GpuFact, parent: str | None, numa: int | None, inferred: bool) -> None:
         _node(self.G, g.name, "gpu", g.name, bdf=g.bdf, numa=numa if numa is not None else g.numa,
@@ -313,12 +344,21 @@ class _Build:
         gpus = [g.name for g in f.gpus if g.name in G]
         peers: dict[str, dict[str, int]] = defaultdict(dict)
         fabric_links: dict[str, int] = {}
+        xgmi = [p for p in f.nvlink_pairs if p.fabric == "xgmi" and p.a in G and p.b in G]
         for p in f.nvlink_pairs:
+            if p.fabric == "xgmi":
+                continue
             if p.b == "nvswitch":
                 fabric_links[p.a] = p.links
             elif p.a in G and p.b in G:
                 peers[p.a][p.b] = p.links
                 peers[p.b][p.a] = p.links
+        for p in xgmi:  # AMD Infinity Fabric: RCCL's NVL links (rccl topo.cc ncclTopoAddXGMI)
+            link = bw.xgmi(f.gpu_model, p.links, p.gbs)
+            _edge(G, p.a, p.b, "nvlink", link, links=p.links or None, fabric="xgmi",
+                  note=("xGMI (AMD Infinity Fabric) link" + (f", {p.links} links" if p.links else "")
+                        + (f"; {p.gbs:g} GB/s as hwloc's XGMIBandwidth reports it" if p.gbs else
+                           "; RCCL's planning figure (no bandwidth in the file)")))
         nvswitch_bdfs = sorted(d.bdf for d in f.pci if d.kind == "nvswitch")
         norm = self.info.nvlink_links if self.info and self.info.nvlink_links else 18
         implied = any(sum(ps.values()) > norm for ps in peers.values())
@@ -403,7 +443,7 @@ class _Build:
         f = self.f
         if peers or fabric_links or nvswitch_bdfs or not f.gpu_model or not self.info:
             return {}
-        if {"nvidia_smi_topo", "nvidia_smi_nvlink"} & set(f.sources) or any(g.nvlink_active for g in f.gpus):
+        if f.nvlink_sources or any(g.nvlink_active for g in f.gpus):
             return {}
         norm = self.info.nvswitch_norm
         if not norm or len(f.gpus) < 8 or not re.search(r"SXM|HBM3|H200|B200|B300|GB200", f.gpu_model, re.I):
@@ -422,33 +462,56 @@ class _Build:
         link = self.policy.inter_socket
         inferred = self.G.graph.get("inferred", False)
         assumed = self.policy.inter_socket_assumed
+        package = {f"cpu{c.numa}": c.package for c in self.f.cpus if c.numa is not None and c.package is not None}
         for i, a in enumerate(cpus):
             for b in cpus[i + 1:]:
-                _edge(G, a, b, "inter_socket", link, inferred=inferred, assumed=assumed,
-                      note=self.policy.inter_socket_note)
+                note = self.policy.inter_socket_note
+                if a in package and package.get(a) == package.get(b):
+                    # NCCL has no notion of packages: every CPU<->CPU link gets its inter-CPU
+                    # figure (ncclTopoGetInterCpuBw, topo.cc L60-81 at v2.30.7-1 [S3])
+                    note = "; ".join(x for x in (note, f"NUMA nodes of one socket (package {package[a]}): the "
+                                                       "CPU's internal fabric, which NCCL plans at its inter-CPU "
+                                                       "figure all the same") if x)
+                _edge(G, a, b, "inter_socket", link, inferred=inferred, assumed=assumed, note=note)
         if len(cpus) > 1 and assumed:
             self.used.add("inter_socket")
 
     def nvlink_reporting(self, mode: str) -> None:
-        """``G.graph["nvlink_reported"]``: False when the only topology source is an NCCL XML with
-        several GPUs and no ``<nvlink>`` (and nothing else reported NVLink): such files (Azure's
-        NCCL_TOPO_FILE for ND-series VMs) leave NVLink out because NCCL adds the links it finds
-        through NVML at run time, so the PCIe path of a GPU pair is not a verdict. None when
-        nothing is to say (NVLink present, one GPU, or a source that would show NVLink)."""
+        """``G.graph["nvlink_reported"]``: False when no source of the report could show NVLink and
+        the GPUs may have it, so the PCIe path of a GPU pair is not a verdict (its mechanism is
+        unknown, see ``paths``). Sources that show NVLink are ``nvidia-smi topo -m`` / ``nvlink -s``
+        (and their silence is a fact), an NCCL XML's ``<nvlink>`` and hwloc's NVML backend
+        (``NVLinkBandwidth``). NCCL_TOPO_FILE files (Azure ND-series VMs) leave NVLink out because
+        NCCL adds the NVLinks it finds through NVML at run time; a PCI listing never shows it. None
+        when nothing is to say: NVLink present, one GPU, a source that would show NVLink, or a GPU
+        model without NVLink (then PCIe is the fact); ``HostFacts.nvlink_sources`` names them."""
         G, f = self.G, self.f
         G.graph["nvlink_reported"] = None
-        if mode != "nccl_xml" or len(f.gpus) < 2:
+        if len(f.gpus) < 2 or mode in ("inferred", "none"):
             return
         if any(d["kind"] == "nvlink" for _, _, d in G.edges(data=True)):
             return
-        if {"nvidia_smi_topo", "nvidia_smi_nvlink"} & set(f.sources):
-            return
+        if f.nvlink_sources:
+            return  # a source that shows NVLink shows none: PCIe is the fact
+        infos = [bw.gpu_generation(g.model or f.gpu_model) if (g.model or f.gpu_model) else None for g in f.gpus]
+        capable = [i for i in infos if i is None or i.family is None or i.nvlink_links]
+        if len(capable) < 2:
+            return  # at most one GPU whose model has NVLink: the PCIe path is the fact
+        info = next((i for i in capable if i is not None and i.family), None)
         G.graph["nvlink_reported"] = False
+        has = f"the {info.family} has NVLink" if info is not None and info.family else "the GPU model is unknown"
+        if mode == "nccl_xml":
+            what = ("this NCCL topology file has no <nvlink> between two GPUs. Files given to NCCL through "
+                    "NCCL_TOPO_FILE (Azure ND-series VMs) leave NVLink out because NCCL adds the NVLinks it finds "
+                    "through NVML at run time")
+        elif mode == "hwloc_xml":
+            what = ("this hwloc XML has no NVLink information (hwloc reports NVLink only through its NVML backend, "
+                    "hwloc 2 and later)")
+        else:
+            what = "a PCI listing cannot show NVLink"
         self.extra_assumptions.append(
-            "NVLink not reported: this NCCL topology file has no <nvlink> elements. Files given to NCCL through "
-            "NCCL_TOPO_FILE (Azure ND-series VMs) leave NVLink out because NCCL adds the NVLinks it finds through "
-            "NVML at run time, so GPU pairs show their PCIe path only (\"NVLink not reported\"), not a verdict; "
-            "send nvidia-smi topo -m to know.")
+            f"NVLink not reported: {what}, and {has}. GPU pairs show their PCIe path only (\"NVLink not reported\"), "
+            "not a verdict; send nvidia-smi topo -m to know.")
 
     def numa_accounting(self) -> None:
         """``G.graph["numa_nodes"]``: NUMA nodes the host has as far as reported (NUMA ids run from
@@ -460,7 +523,13 @@ class _Build:
         cpus = [d for _, d in G.nodes(data=True) if d["kind"] == "cpu"]
         ids = {d["numa"] for d in cpus if d.get("numa") is not None}
         ids |= {g.numa for g in f.gpus if g.numa is not None} | {c.numa for c in f.cpus if c.numa is not None}
-        G.graph["numa_nodes"] = max(len(cpus), (max(ids) + 1) if ids else 0)
+        if f.numa_count:  # a source listing every NUMA node with CPUs (hwloc, host_info)
+            count = f.numa_count
+        elif ids and 2 * len(ids) >= max(ids) + 1:
+            count = max(ids) + 1  # ids run from 0 (NPS4 GPUs on 1, 3, 5, 7: eight nodes)
+        else:
+            count = len(ids)  # sparse ids are not a count (POWER9 numbers its chips' nodes 0 and 8)
+        G.graph["numa_nodes"] = max(len(cpus), count)
         G.graph["socket_count"] = f.sockets
         within = f.sockets is None or G.graph["numa_nodes"] > f.sockets
         if len(cpus) > 2 and within:
@@ -618,11 +687,14 @@ class _Build:
                 # no RDMA listing at all (lspci/XML only): RDMA hardware is taken as an RDMA NIC
                 # whose state is unknown
                 nid = f"pci:{bdf}"
+                plugin = devices.net_plugin(d.vendor_id, d.device_id, d.name)
                 _node(G, nid, "nic", d.name or bdf, bdf=bdf, numa=numa, parent=parent_node, port=None,
                       state=None, phys_state=None, rate_gbps=None, link_layer=None, active=None, device=None,
-                      nic_label=None, netdevs=[], gdr=None, rdma="assumed",
-                      note="RDMA hardware (ConnectX/InfiniBand class) with no RDMA listing in the report: "
-                           "taken as an RDMA NIC, state unknown; send ibstat to know")
+                      nic_label=None, netdevs=[], gdr=None, rdma="assumed", transport="ofi" if plugin else "verbs",
+                      note=(f"{plugin} NIC, which NCCL reaches through its libfabric plugin (aws-ofi-nccl); "
+                            "state unknown" if plugin else
+                            "RDMA hardware (ConnectX/InfiniBand class) with no RDMA listing in the report: "
+                            "taken as an RDMA NIC, state unknown; send ibstat to know"))
                 self._link(nid, parent_node, d, pdev, is_gpu=False)
             elif d.kind == "nic":
                 # a network function no RDMA source names: NCCL's IB/RoCE transport cannot use it
@@ -701,7 +773,7 @@ class _Build:
         if d.capabilities_denied and not gen:
             note = (note + "; " if note else "") + "lspci: Capabilities <access denied> (not root)"
         if _pcie_edge(self.G, child, parent, gen=gen, width=width, max_gen=max_gen, max_width=max_width,
-                      is_gpu=is_gpu, note=note, assume=self.assumed_link()):
+                      is_gpu=is_gpu, note=note, assume=self.assumed_link(), reported_gbs=d.link_gbs):
             self.used.add("pcie")
 
     def _join_nics_by_order(self, nics_by_bdf: dict[str, list[NicFact]]) -> None:
@@ -728,24 +800,24 @@ class _Build:
             "collect /sys/class/infiniband/*/device to make the join exact"
         )
 
-    def _place_leftovers(self) -> None:
-        """GPUs/NICs known to nvidia-smi/ibstat but not found in the PCI tree."""
+    def _place_leftovers(self, why: str = "not in the PCI listing") -> None:
+        """GPUs/NICs known to nvidia-smi/ibstat whose place no source states: nodes without a
+        parent (``placement`` "unknown"), so no path class, NIC choice or finding is built on a
+        place nobody reported; the document says what to send."""
         G = self.G
+        unplaced = []
         for g in self.f.gpus:
             if g.name not in G:
-                cpu = self.cpu(g.numa) if g.numa is not None else self._any_cpu()
-                _node(G, g.name, "gpu", g.name, bdf=g.bdf, numa=g.numa, parent=cpu, inferred=True,
-                      **self.gpu_attrs(g), note="not found in the PCI listing")
-                _edge(G, g.name, cpu, "pcie", inferred=True, note="placement unknown: not in the PCI listing")
+                _node(G, g.name, "gpu", g.name, bdf=g.bdf, numa=g.numa, parent=None, inferred=True,
+                      placement="unknown", **self.gpu_attrs(g), note=f"placement unknown: {why}")
+                unplaced.append(g.name)
         for n in self.f.nics:
             if n.name not in self.nic_node and n.name not in G:
-                cpu = self.cpu(n.numa) if n.numa is not None else self._any_cpu()
-                self.add_nic(n, n.name, cpu, None, inferred=True)
-                _edge(G, n.name, cpu, "pcie", inferred=True, note="placement unknown: not in the PCI listing")
-
-    def _any_cpu(self) -> str:
-        cpus = sorted((n for n, d in self.G.nodes(data=True) if d["kind"] == "cpu"), key=_gkey)
-        return cpus[0] if cpus else self.cpu(None, inferred=True)
+                self.add_nic(n, n.name, None, n.numa, inferred=True)
+                G.nodes[n.name].update(placement="unknown", note=f"placement unknown: {why}")
+                unplaced.append(n.name)
+        if unplaced:
+            self.unplaced.extend(unplaced)
 
     # inferred -------------------------------------------------------------------------------
     def inferred(self) -> None:
@@ -768,6 +840,11 @@ class _Build:
                 t = (f.topo_pci.get(a) or {}).get(b)  # -mp shows the PCIe relation hidden by NV#
             return t if t in PATH_ORDER else None
 
+        # a device with no PCIe cell to any other and no affinity (its row cut from a partial
+        # capture, all its cells NV#) has no known place: it is left unplaced, not given a CPU
+        located = {g.name for g in f.gpus if g.numa is not None or g.cpu_affinity}
+        labels = [lb for lb in labels if lb in located or any(tok(lb, o) for o in labels if o != lb)]
+
         rank = {t: i for i, t in enumerate(PATH_ORDER)}
 
         def groups(members: list[str], closer_than: str, key_extra=None) -> list[list[str]]:
@@ -784,6 +861,18 @@ class _Build:
                     t = tok(a, b)
                     if t is not None and rank[t] < rank[closer_than]:
                         parent[find(a)] = find(b)
+            if closer_than == "SYS":
+                # devices with no cell between them (NIC rows cut from a capture) and the same cells
+                # to every other device stand in the same place as far as the matrix says: one NUMA
+                # node, not one invented per device (equal rows imply no cell between the two)
+                same: dict[tuple, str] = {}
+                for m in members:
+                    row = tuple(tok(m, o) for o in labels)
+                    if any(row):
+                        if row in same:
+                            parent[find(m)] = find(same[row])
+                        else:
+                            same[row] = m
             if key_extra:
                 # same NUMA affinity joins two groups unless topo -m puts SYS between them
                 # (the matrix wins: VMs often expose one NUMA node while nvidia-smi says SYS)
@@ -878,17 +967,8 @@ class _Build:
                             self._inferred_link(holder, top, gen, gen_note)
                         for m in pix:
                             self._inferred_device(m, holder, G.nodes[cpu]["numa"], gen, gen_note, nic_by_label)
-        # GPUs / NICs not in the matrix
-        for g in f.gpus:
-            if g.name not in G:
-                cpu = self._any_cpu()
-                self.add_gpu(g, cpu, None, inferred=True)
-                _edge(G, g.name, cpu, "pcie", inferred=True, note="not in topo -m: placement unknown")
-        for n in f.nics:
-            if n.name not in G:
-                cpu = self._any_cpu()
-                self.add_nic(n, n.name, cpu, None, inferred=True)
-                _edge(G, n.name, cpu, "pcie", inferred=True, note="not in topo -m: placement unknown")
+        # GPUs / NICs the matrix does not place (no row, no PCIe cell, no affinity)
+        self._place_leftovers("topo -m gives no PCIe relation for it (its row is missing)")
 
     def _inferred_link(self, child: str, parent: str, gen: int | None, note: str) -> None:
         if _pcie_edge(self.G, child, parent, gen=None, width=None, max_gen=None, max_width=None, is_gpu=False,
@@ -901,7 +981,12 @@ class _Build:
         if g is not None:
             self.add_gpu(g, parent, numa, inferred=True)
             known = g.link_gen_max or g.link_width_max
-            if known:
+            if g.c2c and not known:
+                # Grace: the GPU reaches its CPU over NVLink-C2C, not a PCIe link (NCCL's LINK_C2C,
+                # topo.cc L929-943 at v2.30.7-1 [S3]); its bandwidth is not in topo -m
+                _edge(self.G, g.name, parent, "c2c", inferred=True,
+                      note="NVLink-C2C to its Grace CPU (GPU NUMA ID in topo -m); bandwidth not reported")
+            elif known:
                 if _pcie_edge(self.G, g.name, parent, gen=g.link_gen_current, width=g.link_width_current,
                               max_gen=g.link_gen_max, max_width=g.link_width_max, is_gpu=True, inferred=True,
                               note="link from nvidia-smi --query-gpu; position inferred from topo -m",
@@ -965,10 +1050,12 @@ class _Build:
         else:
             mode, inferred = "none", True
         G.graph.update(hostname=f.hostname, inferred=inferred, mode=mode, sources=list(f.sources),
-                       cpu_vendor=f.cpu_vendor, cpu_model=f.cpu_model, gpu_model=f.gpu_model,
+                       cpu_vendor=f.cpu_vendor, cpu_model=f.cpu_model, cpu_name=f.cpu_name, gpu_model=f.gpu_model,
                        gdr_module=f.gdr_module, gdr_module_detail=f.gdr_module_detail,
                        iommu=({"translated": list(f.iommu_translated), "cmdline": f.iommu_cmdline,
-                               "virtualized": f.virtualized} if f.host_info else None))
+                               "virtualized": f.virtualized} if f.host_info else None),
+                       nic_inventory=list(f.nic_inventory), nic_unknown=f.nic_unknown,
+                       socket_nets=list(f.socket_nets), virtual_pci=f.virtual_pci)
         for c in f.cpus:
             if c.numa is not None:
                 self.cpu(c.numa)
@@ -978,8 +1065,24 @@ class _Build:
         elif mode == "inferred":
             self.inferred()
         else:
-            self._place_leftovers()
-            self.warnings.append("no topology source (topo -m, lspci, sysfs or a topology XML): layout unknown")
+            self._place_leftovers("no topology source (topo -m, lspci, sysfs or a topology XML) places it")
+            if not {"nvidia_smi_topo", "lspci_tree", "lspci_verbose", "sysfs_pci", "nccl_topo_xml",
+                    "hwloc_xml"} & set(f.sources):
+                self.warnings.append("no topology source (topo -m, lspci, sysfs or a topology XML): layout unknown")
+        if self.unplaced and mode != "none":
+            self.warnings.append(
+                f"placement unknown for {_names(self.unplaced)}: no source places "
+                f"{'it' if len(self.unplaced) == 1 else 'them'} in the PCIe tree, so no GPU-NIC choice, GPUDirect "
+                "RDMA verdict or PCIe finding is made for "
+                f"{'it' if len(self.unplaced) == 1 else 'them'}; send the complete nvidia-smi topo -m (or lspci -tv, "
+                "or the agent's sysfs listing) to know")
+        G.graph["unplaced"] = list(self.unplaced)
+        geforce = [g.name for g in f.gpus if (g.model or f.gpu_model) and bw.gpu_generation(g.model or f.gpu_model).geforce]
+        if len(geforce) >= 2 and not f.p2p:
+            self.extra_assumptions.append(
+                "GeForce RTX GPUs: their driver reports PCIe peer-to-peer as not supported, so NCCL uses host memory "
+                "(SHM) for GPU pairs without NVLink whatever NCCL_P2P_LEVEL says (NCCL checks the NVML P2P status, "
+                "paths.cc L373-411 [S2]); send nvidia-smi topo -p2p r to know.")
         self.nvlinks()
         self.sockets()
         self.numa_accounting()
@@ -997,20 +1100,23 @@ class _Build:
         return G
 
 
+def _names(items: list[str]) -> str:
+    """``GPU4, GPU5, ... and GPU15`` (at most eight named)."""
+    items = sorted(items, key=_gkey)
+    if len(items) > 8:
+        return ", ".join(items[:6]) + f", ... and {items[-1]} ({len(items)} devices)"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _with_bdf(n: NicFact, bdf: str) -> NicFact:
     from dataclasses import replace
 
     return replace(n, bdf=bdf)
 
 
-_RDMA_NAME_RE = re.compile(r"ConnectX|BlueField|Infiniband|InfiniBand", re.IGNORECASE)
-
-
 def _rdma_hardware(d) -> bool:
-    """An InfiniBand-class function (0x0207), a Mellanox/NVIDIA networking function or an AWS EFA."""
-    cc = d.class_code
-    return (cc == 0x0207 or d.vendor_id == 0x15B3 or (d.vendor_id == 0x1D0F and (d.device_id or 0) >> 4 == 0xEFA)
-            or bool(_RDMA_NAME_RE.search(d.name or "")))
+    """RDMA hardware by PCI ids and name (:func:`apps.domain.devices.rdma_hardware`)."""
+    return devices.rdma_hardware(d.class_code, d.vendor_id, d.device_id, d.name)
 
 
 def _lca(G: nx.Graph, a: str, b: str) -> str | None:

@@ -16,8 +16,19 @@ Everything here follows NCCL v2.30 defaults (domain.md sections 1a, 1c, 3.1):
   device index (``mirrorBits`` when the count is a power of two). A NIC farther than ``PXB`` is
   reached through PXN when an NVLink peer of the GPU is the NIC's local GPU and is ``PIX``/``PXB``
   to it (paths.cc L812-842).
-* **GDR level.** GPUDirect RDMA only up to ``PXB`` on x86 (G01); farther, NCCL stages the data in
-  host memory local to the GPU. With PXN the proxy GPU's distance counts.
+* **GDR level.** NCCL's default GPUDirect RDMA level is ``P2C`` (``NCCL_NET_GDR_C2C=1``, the
+  default since 2.27: paths.cc L465 and L511 at v2.30.7-1 [S2]; 0 and so ``PXB`` in 2.26). x86
+  hosts have no P2C path, so there GDR stops at ``PXB`` (G01); on Grace a GPU attached over
+  NVLink-C2C reaches a NIC of its own CPU through ``P2C`` (GPU-C2C-CPU-PCIe-NIC, NCCL's
+  ``mergePathType(C2C, PHB)``, paths.cc L203-208 and L794-809) and keeps GDR. Farther, NCCL
+  stages the data in host memory local to the GPU. With PXN the proxy GPU's distance counts.
+* **Unknown.** A device no source places has no path class: no pair verdict, NIC choice or GDR
+  verdict is made for it (mechanism ``unknown``). An NCCL topology file without ``<nvlink>``
+  (``graph["nvlink_reported"]`` False) cannot tell NVLink pairs from PCIe ones: its pairs are
+  ``unknown`` too, with their PCIe path in the reason.
+* **GeForce.** GeForce RTX drivers report PCIe peer access as not supported, which NCCL checks
+  (NVML P2P status, paths.cc L373-411 [S2]): without a ``topo -p2p`` matrix such pairs are taken
+  as SHM, marked assumed (``shm_cause`` "driver").
 
 Functions take the HostGraph ``G`` first (see the engine contract) and return plain dicts in the
 shapes of the snapshot document (``apps/domain/analysis.py``): hop dicts
@@ -67,7 +78,7 @@ CLASS_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL path types (graph.h) with their order; PHB and NODE are both NCCL's PHB.
 NCCL_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
 P2P_LEVEL_DEFAULT = "PXB"
-GDR_LEVEL_DEFAULT = "PXB"
+GDR_LEVEL_DEFAULT = "P2C"  # NCCL_NET_GDR_C2C=1 (default since 2.27): P2C, which only C2C platforms have
 P2P_OK = "OK"
 
 
@@ -336,15 +347,36 @@ def _nvlinks(G: nx.Graph, a: str, b: str) -> int:
     return 0
 
 
+def _link_words(G: nx.Graph, a: str, b: str) -> tuple[str, str]:
+    """(matrix token, words) of the direct GPU link a-b: NVLink bond or xGMI (RCCL's NVL link)."""
+    d = G.edges[a, b]
+    token = hostgraph.link_token(d)
+    if d.get("fabric") == "xgmi":
+        return token, "direct xGMI link (AMD Infinity Fabric, which RCCL treats as an NVLink path)"
+    return token, f"direct NVLink bond of {d.get('links')} links ({token})"
+
+
 def _nvswitch_links(G: nx.Graph, g: str) -> int:
     return sum(int(e.get("links") or 1) for e in _nvswitch_edges(G, g))
 
 
 def _p2p_level(G: nx.Graph) -> str:
+    """NCCL's default P2P level: PXB, SYS on AMD x86 with at most 2 GPUs (paths.cc L356-362 at
+    v2.30.7-1 [S2]). AMD GPUs run RCCL, whose default is SYS except through Intel, ARM and
+    Zhaoxin CPUs (PXB; rccl src/graph/paths.cc L284-302 at commit 0cbce2a7)."""
     vendor = (G.graph.get("cpu_vendor") or "").lower()
+    if _amd_gpus(G):
+        return P2P_LEVEL_DEFAULT if vendor in ("intel", "arm", "zhaoxin") else "SYS"
     if vendor == "amd" and len(gpu_names(G)) <= 2:
         return "SYS"
     return P2P_LEVEL_DEFAULT
+
+
+def _amd_gpus(G: nx.Graph) -> bool:
+    from apps.domain.bandwidth import gpu_generation
+
+    model = G.graph.get("gpu_model")
+    return bool(model) and str(gpu_generation(model).family or "").startswith("AMD")
 
 
 def _p2p_status(G: nx.Graph, a: str, b: str, nvlink: bool, p2p: Mapping | None) -> tuple[str, str] | None:
@@ -403,13 +435,13 @@ def pair_route(G: nx.Graph, a: str, b: str, *, p2p: Mapping | None = None) -> Ro
     if links:
         bad = _p2p_status(G, a, b, True, p2p)
         steps = ((a, b),)
+        token, words = _link_words(G, a, b)
         if bad:
             return Route(a, b, "nvlink", False,
                          f"{a} and {b} share {links} NVLinks but nvidia-smi topo -p2p {bad[0]} says {bad[1]}: "
                          "NCCL stops with 'P2P is disabled between NVLINK connected GPUs' (likely a hardware "
-                         "or driver fault)", f"NV{links}", "NVL", steps)
-        return Route(a, b, "nvlink", True, f"direct NVLink bond of {links} links (NV{links})",
-                     f"NV{links}", "NVL", steps)
+                         "or driver fault)", token, "NVL", steps)
+        return Route(a, b, "nvlink", True, words, token, "NVL", steps)
     sa, sb = _nvswitch_links(G, a), _nvswitch_links(G, b)
     if sa and sb:
         n = min(sa, sb)
@@ -441,16 +473,33 @@ def pair_route(G: nx.Graph, a: str, b: str, *, p2p: Mapping | None = None) -> Ro
     level = _p2p_level(G)
     ntype = nccl_type(pcls)
     if pcls is None:
-        return Route(a, b, "shm", False, f"the PCIe path between {a} and {b} is unknown", None, None, ())
+        unplaced = [g for g in (a, b) if G.nodes[g].get("placement") == "unknown"]
+        where = f"{' and '.join(unplaced)} {'is' if len(unplaced) == 1 else 'are'} not placed by any source" \
+            if unplaced else f"the PCIe path between {a} and {b} is unknown"
+        return Route(a, b, "unknown", None, f"{where}: peer-to-peer or SHM cannot be told", None, None, ())
+    cause = "level"
+    if G.graph.get("nvlink_reported") is False:
+        return Route(a, b, "unknown", None,
+                     "NVLink not reported (no source of this report shows NVLink, see assumptions): NVLink or "
+                     f"not cannot be told; by PCIe alone the pair is {pcls}", pcls, ntype, ())
     if _rank(ntype) <= _rank(level):
         bad = _p2p_status(G, a, b, False, p2p)
         nodes = tree_route(G, a, b) or [a, b]
-        if not bad:
+        geforce = not bad and not (p2p if p2p is not None else G.graph.get("p2p")) and _geforce(G, a, b)
+        if not bad and not geforce:
             return Route(a, b, "pcie_p2p", True,
                          f"PCIe peer-to-peer ({pcls}: within NCCL's default P2P level {level})",
                          pcls, ntype, tuple(_steps(nodes)))
-        reason = (f"the wiring allows PCIe P2P ({pcls}) but nvidia-smi topo -p2p {bad[0]} says {bad[1]} "
-                  f"({_P2P_WORDS.get(bad[1], 'P2P is refused')}); NCCL uses host memory (SHM) instead")
+        if geforce:
+            cause = "driver"
+            reason = (f"the wiring allows PCIe P2P ({pcls}, within NCCL's P2P level {level}) but GeForce drivers "
+                      "report peer access as not supported "
+                      "(assumed; send nvidia-smi topo -p2p r to know): NCCL uses host memory (SHM), and "
+                      "NCCL_P2P_LEVEL cannot change that")
+        else:
+            cause = "p2p_status"
+            reason = (f"the wiring allows PCIe P2P ({pcls}) but nvidia-smi topo -p2p {bad[0]} says {bad[1]} "
+                      f"({_P2P_WORDS.get(bad[1], 'P2P is refused')}); NCCL uses host memory (SHM) instead")
     else:
         where = {
             "PHB": "through the CPU's PCIe host bridge",
@@ -462,7 +511,16 @@ def pair_route(G: nx.Graph, a: str, b: str, *, p2p: Mapping | None = None) -> Ro
     steps = _shm_route(G, a, b) or []
     cb = _cpu_of(G, b)
     return Route(a, b, "shm", False, reason, pcls, ntype, tuple(steps),
-                 notes={"mem": f"NCCL SHM: {a} writes into a host-memory buffer local to {b} ({cb}), {b} reads it"})
+                 notes={"mem": f"NCCL SHM: {a} writes into a host-memory buffer local to {b} ({cb}), {b} reads it",
+                        "shm_cause": cause})
+
+
+def _geforce(G: nx.Graph, a: str, b: str) -> bool:
+    """Both GPUs are GeForce RTX cards (``bandwidth.GpuInfo.geforce``), whose driver refuses PCIe P2P."""
+    from apps.domain.bandwidth import gpu_generation
+
+    models = [G.nodes[g].get("model") or G.graph.get("gpu_model") for g in (a, b)]
+    return all(m and gpu_generation(m).geforce for m in models)
 
 
 def _pair_dict(G: nx.Graph, r: Route, flows: Mapping | None = None) -> dict:
@@ -472,6 +530,10 @@ def _pair_dict(G: nx.Graph, r: Route, flows: Mapping | None = None) -> dict:
         "a": r.src, "b": r.dst, "path_class": r.path_class, "nccl_path": r.nccl_path,
         "mechanism": r.mechanism, "p2p": r.p2p, "reason": r.reason, "via": r.via,
         "bottleneck": idx, "bottleneck_gbs": gbs, "hops": hops,
+        # why NCCL uses SHM: "level" (beyond NCCL's P2P level), "p2p_status" (topo -p2p refuses),
+        # "driver" (GeForce: assumed refused); null for peer-to-peer and unknown pairs
+        "shm_cause": r.notes.get("shm_cause") if r.mechanism == "shm" else None,
+        "assumed": r.notes.get("shm_cause") == "driver" or any(h.get("assumed") for h in hops),
     }
 
 
@@ -538,7 +600,17 @@ def _compute_cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, 
     specs = [G.edges[u, v].get("spec_gbs") for u, v in _steps(nodes)]
     specs.append(_nic_rate_gbs(G, n))
     vals = [s for s in specs if s is not None]
-    return cls, nccl_type(cls), (min(vals) if vals else None)
+    return cls, _gpu_nic_type(G, g, cls), (min(vals) if vals else None)
+
+
+def _gpu_nic_type(G: nx.Graph, g: str, cls: str) -> str | None:
+    """NCCL's path type GPU -> NIC: the topo token's type, except that a GPU attached to its CPU over
+    NVLink-C2C reaches a NIC of that CPU (PHB/NODE) through P2C, NCCL's ``mergePathType(C2C, PHB)``
+    (paths.cc L203-208, L794-809 at v2.30.7-1 [S2])."""
+    t = nccl_type(cls)
+    if t == "PHB" and G.nodes[g].get("c2c"):
+        return "P2C"
+    return t
 
 
 def _is_pow2(n: int) -> bool:
@@ -650,8 +722,9 @@ def _far_reason(g: str, n: str, cls: str, gcpu: str | None) -> str:
         "NODE": "between PCIe host bridges of the CPU",
         "SYS": "across the inter-socket link",
     }.get(cls, cls)
-    return (f"{n} is {cls} from {g} ({where}), beyond NCCL's default GPUDirect RDMA level PXB: "
-            f"data is staged in host memory{' of ' + gcpu if gcpu else ''} near {g}")
+    return (f"{n} is {cls} from {g} ({where}), beyond NCCL's default GPUDirect RDMA level (PXB on x86; P2C "
+            f"only where a GPU sits on NVLink-C2C): data is staged in host memory{' of ' + gcpu if gcpu else ''} "
+            f"near {g}")
 
 
 def _candidates(G: nx.Graph, include_inactive: bool) -> list[str]:
@@ -690,8 +763,9 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
     nics = _candidates(G, include_inactive)
     cells = _cells(G, nics)
     gpus = cells.gpus
-    # PXN (paths.cc L812-842): GPU g reaches a far NIC n through n's local GPU p when p is
-    # PIX/PXB to n, NVLink-connected to g, and g's own path is beyond PXB (or slower).
+    # PXN (paths.cc L812-842, v2.30.7-1): GPU g reaches a NIC n through n's local GPU p when p is
+    # at most P2C from n (PIX/PXB on x86; NCCL_PXN_C2C=1, L719 and L828), NVLink-connected to g,
+    # and has more bandwidth to n than g or g's own path goes through the CPU (beyond PXN).
     local_gpu = {n: _local_gpu(G, cells, n) for n in nics}
     pxn: dict[tuple[str, str], str] = {}
     types: dict[tuple[str, str], str] = {}
@@ -700,7 +774,7 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
         if p is None:
             continue
         pcls, ptype, pbw = cells.cells[p, n]
-        if _rank(ptype) > _rank("PXB"):
+        if _rank(ptype) > _rank("P2C") or _gdr_block(G, p, n, ptype) is not None:
             continue
         for g in gpus:
             if g == p:
@@ -710,7 +784,7 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
                 continue
             if not (_nvlinks(G, g, p) or (_nvswitch_links(G, g) and _nvswitch_links(G, p))):
                 continue
-            if (pbw or 0) > (bw or 0) or _rank(t) > _rank("PXB"):
+            if (pbw or 0) > (bw or 0) or _rank(t) > _rank("PXN"):
                 pxn[g, n] = p
                 types[g, n] = "PXN"
     out: dict[str, dict] = {}
@@ -723,8 +797,10 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
         gcpu = _cpu_of(G, g)
         block = _gdr_block(G, g, n, t)
         gdr = block is None
-        reason = "GPUDirect RDMA: the NIC reads and writes GPU memory directly over PCIe" if gdr else (
-            _far_reason(g, n, cls, gcpu) if block == _FAR else block)
+        reason = ("GPUDirect RDMA over NVLink-C2C and the CPU's PCIe (path P2C; NCCL_NET_GDR_C2C=1, NCCL's "
+                  "default since 2.27)" if gdr and t == "P2C" else
+                  "GPUDirect RDMA: the NIC reads and writes GPU memory directly over PCIe" if gdr else (
+                      _far_reason(g, n, cls, gcpu) if block == _FAR else block))
         route = Route(g, n, "gdr" if gdr else "host_staged", gdr, reason, cls, t,
                       tuple(_direct_nic_route(G, g, n, gdr)),
                       notes={"mem": f"GPUDirect RDMA off: {g}'s data is staged in host memory"
@@ -800,7 +876,7 @@ def gpu_nic_matrix(G: nx.Graph) -> list[dict]:
     for g in gpu_names(G):
         for n in nics:
             cls = path_class(G, g, n)
-            t = nccl_type(cls)
+            t = _gpu_nic_type(G, g, cls) if cls else None
             gdr = _gdr_block(G, g, n, t) is None
             r = Route(g, n, "", gdr, "", cls, t, tuple(_direct_nic_route(G, g, n, gdr)))
             gbs = _route_gbs(G, r) if cls is not None else None

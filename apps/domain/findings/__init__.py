@@ -48,22 +48,5 @@ def evaluate(doc: Mapping[str, Any], results: Mapping[str, Any] | None = None, *
         except Exception:
             if strict:
                 raise
-    _nvlink_unreported(doc, out)
     out.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], f["rule"], [gpu_sort_key(d) for d in f["devices"]]))
     return out
-
-
-_PAIR_RULES = ("P01", "P02", "P09", "P10")
-
-
-def _nvlink_unreported(doc: Mapping[str, Any], out: list[dict]) -> None:
-    """A source that cannot show NVLink (``graph.nvlink_reported`` False: an NCCL XML without
-    ``<nvlink>``) makes GPU-pair verdicts conditional: P01/P02 and the all-pairs P09/P10 drop to
-    INFO and say so."""
-    if (doc.get("graph") or {}).get("nvlink_reported") is not False:
-        return
-    for f in out:
-        if f["rule"] in _PAIR_RULES and (f["rule"] in ("P01", "P02") or "all GPU pairs" in f["message"]):
-            f["severity"] = "INFO"
-            f["message"] = ("NVLink was not reported by this file (NCCL adds NVLinks through NVML at run time); "
-                            "this holds only if these GPUs have no NVLink: " + f["message"])

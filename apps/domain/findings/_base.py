@@ -295,9 +295,17 @@ class Ctx:
         """A compute NIC; without GPUs in the document the classification is meaningless: all are."""
         return bool(nic.get("compute", True)) or not self.gpus
 
+    def nic_usable(self, nic: Mapping) -> bool:
+        """Active, or its state was not reported (the document's ``network.usable``: a port NCCL may
+        use; a partial ibstatus with rate and link layer only must not demote a 400G port)."""
+        if nic.get("active") is not None:
+            return bool(nic["active"])
+        return not nic.get("state") or str(nic.get("state")).lower() == "active"
+
     def compute_nics(self, active_only: bool = True) -> list[dict]:
+        """Compute NIC ports; ``active_only``: those NCCL may use (Active, or state not reported)."""
         out = [n for n in self.nics if self.is_compute(n)]
-        return [n for n in out if self.nic_active(n)] if active_only else out
+        return [n for n in out if self.nic_usable(n)] if active_only else out
 
     def nic(self, name: str) -> dict:
         for n in self.nics:

@@ -154,7 +154,10 @@ def ib_hca_value(nics: list[dict]) -> str:
     HCA is left (never a bare ``=``, which would select nothing)."""
     per_hca: dict[str, list] = defaultdict(list)
     for n in nics:
-        if is_safe_name(_port_name(n)):
+        # NCCL_IB_HCA filters NCCL's IB verbs devices by name: not libfabric NICs (EFA, Slingshot)
+        # and not RDMA functions the report names by PCI address only (node ids "pci:<bdf>")
+        if is_safe_name(_port_name(n)) and n.get("transport", "verbs") == "verbs" \
+                and not _port_name(n).startswith("pci:"):
             per_hca[_port_name(n)].append(n.get("port"))
     if not per_hca:
         return ""

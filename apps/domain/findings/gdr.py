@@ -82,6 +82,7 @@ def rule_g01(ctx: Ctx) -> list[dict]:
             continue
         groups[(str(r.get("nic")), cls)].append(str(r.get("gpu")))
     sev = "HIGH" if ctx.rail_design() else "MED"
+    virtual = bool((ctx.doc.get("graph") or {}).get("virtual_pci"))
     out = []
     for (nic, cls), gpus in sorted(groups.items()):
         gpus.sort(key=gpu_sort_key)
@@ -89,8 +90,16 @@ def rule_g01(ctx: Ctx) -> list[dict]:
         msg = (f"{join(gpus)} reach their NIC {nic} only through {cls} (a CPU host bridge{cross}), so NCCL turns "
                "GPUDirect RDMA off for them: their network traffic is staged in host memory next to the GPU and "
                "crosses the CPU instead of going straight from GPU memory to the NIC.")
-        out.append(finding(G01, gpus + [nic], msg, severity=sev))
+        out.append(finding(G01, gpus + [nic], msg, severity=sev, fix=G01_VM_FIX if virtual else None))
     return out
+
+
+# in a VM the PCIe tree is the hypervisor's (or a provider's flattened NCCL topology file): no card
+# can be moved; NCCL needs the provider's file to know the physical GPU-NIC affinity
+G01_VM_FIX = ("This PCIe tree is a virtual machine's (or a flattened topology file): moving the NIC is not "
+              "possible from inside it. Give NCCL the provider's topology file (NCCL_TOPO_FILE; Azure ships "
+              "them in azhpc-images topology/, AWS in aws-ofi-nccl topology/) so it sees the physical GPU-NIC "
+              "pairing, or ask the provider for an instance type whose NICs sit on the GPUs' switches.")
 
 
 def _gdr_module(ctx: Ctx) -> tuple[bool | None, str]:

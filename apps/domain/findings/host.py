@@ -252,7 +252,10 @@ def rule_x01(ctx: Ctx) -> list[dict]:
         devices = [p for p in parts if p in names] or ([subject] if subject else [])
         sources = [str(s) for s in as_list(d.get("sources"))]
         text = msg.rstrip(".") + (f" (sources: {', '.join(sources)})" if sources else "") + "."
-        out.append(finding(X01, devices, text))
+        one = len(set(sources)) < 2
+        # a capture that contradicts itself is not two sources disagreeing
+        out.append(finding(X01, devices, text, title="one capture contradicts itself" if one else None,
+                           severity="LOW" if one else None))
     for w in ctx.warnings():
         if not _DISAGREE.search(w) or w in seen:
             continue

@@ -102,6 +102,7 @@ def rule_n01(ctx: Ctx) -> list[dict]:
                     msg = (f"{a}-{b} shows {cls} where this NVSwitch board should show NV{norm} for every pair; "
                            "links between them are missing.")
                     out.append(finding(N01, [a, b], msg))
+    out += _missing_board_gpus(ctx)
     # active link count from nvidia-smi nvlink -s
     info = _info(ctx)
     rows = _nvlink_gpus(ctx)
@@ -119,6 +120,33 @@ def rule_n01(ctx: Ctx) -> list[dict]:
                        f"{expected}. Its NVLink bandwidth is cut to {n}/{expected}.")
                 out.append(finding(N01, [g], msg, severity=sev))
     return out
+
+
+def _missing_board_gpus(ctx: Ctx) -> list[dict]:
+    """An NVSwitch baseboard (HGX/DGX: 4 or 8 SXM GPUs) showing 5 to 7 GPUs: some are gone from the
+    PCI bus (fallen off, disabled) or were not given to this container."""
+    names = ctx.gpu_names
+    if not (5 <= len(names) <= 7) or not ctx.nvswitch_board():
+        return []
+    missing = 8 - len(names)
+    by_numa: dict[int, list[str]] = {}
+    for g in ctx.gpus:
+        if as_int(g.get("numa")) is not None:
+            by_numa.setdefault(as_int(g["numa"]), []).append(g["name"])
+    side = ""
+    if len(by_numa) == 2 and len(names) == sum(len(v) for v in by_numa.values()):
+        short = [(n, v) for n, v in sorted(by_numa.items()) if len(v) < 4]
+        if len(short) == 1:
+            numa, gpus = short[0]
+            side = (f" NUMA {numa} holds {len(gpus)} GPUs ({join(gpus)}) where the board puts 4 per CPU, so the "
+                    f"missing one{'s' if missing > 1 else ''} sat on that side.")
+    msg = (f"{len(names)} GPUs on an NVSwitch baseboard, which carries 8 SXM GPUs: {missing} "
+           f"{'is' if missing == 1 else 'are'} missing from the PCI bus (fallen off the bus, disabled, or not "
+           f"given to this container).{side} Jobs sized for 8 GPUs per node cannot start, and rings of 7 are "
+           "slower than the board's 8.")
+    return [finding(N01, names, msg, title="GPU missing from an NVSwitch board",
+                    fix="Check dmesg for Xid 79 ('GPU has fallen off the bus') and nvidia-smi -q; reseat or RMA the "
+                        "GPU or baseboard; drain the node until all 8 GPUs are back.")]
 
 
 def rule_n02(ctx: Ctx) -> list[dict]:

@@ -124,6 +124,9 @@ def nvb_reachable(ctx: Ctx, a: str, b: str) -> str | None:
 
 
 def _shm_pairs(ctx: Ctx, classes: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """GPU pairs of ``classes`` that NCCL sends through host memory because of its P2P level: the
+    engine's verdict (``gpu_pairs[].mechanism`` "shm" with ``shm_cause`` "level"; not pairs whose
+    mechanism is unknown or whose driver refuses P2P), or, for documents without it, the class."""
     names = ctx.gpu_names
     if "amd" in _cpu_vendor(ctx) and len(names) <= 2:
         return []  # NCCL allows P2P up to SYS on AMD x86 with <= 2 GPUs (paths.cc L356-362)
@@ -131,6 +134,9 @@ def _shm_pairs(ctx: Ctx, classes: tuple[str, ...]) -> list[tuple[str, str, str]]
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             cls = ctx.pair_class(a, b)
+            pair = ctx.pair(a, b)
+            if pair.get("mechanism") and (pair["mechanism"] != "shm" or pair.get("shm_cause", "level") != "level"):
+                continue
             if cls in classes and not nvb_reachable(ctx, a, b):
                 out.append((a, b, cls))
     return out
@@ -170,9 +176,11 @@ def rule_p02(ctx: Ctx) -> list[dict]:
     if not pairs:
         return []
     gpus = sorted({g for a, b, _ in pairs for g in (a, b)}, key=gpu_sort_key)
+    intel = "intel" in _cpu_vendor(ctx)
     msg = (f"{len(pairs)} GPU pair(s) meet only at a CPU host bridge: {_pair_text(pairs)}. Since NCCL 2.23 the "
            "default peer-to-peer cutoff is PXB, so these pairs use shared host memory (SHM) instead of direct "
-           "PCIe P2P; on Intel root complexes NCCL also charges P2P 1.2x for 64-byte TLPs.")
+           "PCIe P2P" + ("; through this Intel root complex NCCL also charges P2P 1.2x for 64-byte TLPs "
+                         "(INTEL_P2P_OVERHEAD, search.cc L87-90)." if intel else "."))
     return [finding(P02, gpus, msg)]
 
 
@@ -264,7 +272,7 @@ def rule_p04(ctx: Ctx) -> list[dict]:
         if not on:
             continue
         bdf = dev.get("bdf") or "?"
-        port_type = str(get(dev, "port_type", "type", default="") or "")
+        port_type = str(dev.get("port_type") or "")
         node = ctx.node_for_bdf(bdf)
         below = []
         if node:
@@ -369,15 +377,15 @@ def _device_links(ctx: Ctx) -> list[dict]:
         ptype = str(d.get("port_type") or "").lower()
         if not bdf or bdf in known or ("downstream" in ptype or "root" in ptype):
             continue  # lspci never marks root/downstream ports; judge the device below instead
-        cls = str(get(d, "class_code", "class", default="") or "").lower()
+        cls = str(d.get("class_code") or "").lower()
         cname = str(get(d, "class_name", default="") or "").lower()
         kind = ("gpu" if cls.startswith(("03", "0x03")) or "vga" in cname or "3d" in cname
                 else "nic" if cls.startswith(("02", "0x02")) or "network" in cname or "ethernet" in cname
                 or "infiniband" in cname else "switch" if "upstream" in ptype else "other")
         out[names_by_bdf.get(bdf, bdf)] = {
             "name": names_by_bdf.get(bdf, bdf), "kind": kind, "bdf": bdf,
-            "gen": gen_from_gts(get(d, "sta_speed_gts", "sta_speed")), "width": as_int(d.get("sta_width")),
-            "max_gen": gen_from_gts(get(d, "cap_speed_gts", "cap_speed")), "max_width": as_int(d.get("cap_width")),
+            "gen": gen_from_gts(d.get("sta_speed_gts")), "width": as_int(d.get("sta_width")),
+            "max_gen": gen_from_gts(d.get("cap_speed_gts")), "max_width": as_int(d.get("cap_width")),
         }
     return list(out.values())
 
@@ -396,7 +404,7 @@ def _parent_cap(ctx: Ctx, bdf: str | None) -> tuple[int | None, int | None]:
         return None, None
     parent = _parent_bdf(ctx, bdf)
     p = _lspci(ctx, parent)
-    return gen_from_gts(get(p, "cap_speed_gts", "cap_speed")), as_int(p.get("cap_width"))
+    return gen_from_gts(p.get("cap_speed_gts")), as_int(p.get("cap_width"))
 
 
 def rule_p05(ctx: Ctx) -> list[dict]:
@@ -616,6 +624,8 @@ def rule_p11(ctx: Ctx) -> list[dict]:
     nics = ctx.compute_nics()
     if len(ctx.gpu_names) < 2 or len(nics) < 2 or ctx.nv_pairs():
         return []
+    if any(p.get("mechanism") in ("unknown", "nvlink", "nvswitch") for p in ctx.pairs.values()):
+        return []  # NVLink (or xGMI) present, or not known absent: not a PCIe-only box
     names = [n.get("name") for n in nics]
     msg = (f"This node has no NVLink and {len(nics)} active NICs ({join(names)}). NCCL aggregates NICs only when "
            "GPUs are NVLink-connected with bandwidth at least the NIC sum, so on a PCIe-only node the extra NICs "

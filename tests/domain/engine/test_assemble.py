@@ -108,3 +108,28 @@ def test_results_as_json_dicts_read_the_same_as_dataclasses():
     a = assemble({"nvidia_smi_topo": r}, "h")
     b = assemble({"nvidia_smi_topo": to_jsonable(r)}, "h")
     assert a == b and BUNDLE.exists()
+
+
+def test_each_pci_source_is_read_by_the_fields_its_parser_emits():
+    """One fixed schema per parser: every field assemble reads is a field of that parser's record."""
+    import dataclasses
+
+    from apps.domain.assemble import PCI_DEVICE_LIST, PCI_FIELDS
+    from apps.domain.parsers import hwloc_xml, lspci_tree, lspci_verbose, nccl_topo_xml, sysfs_pci
+
+    records = {"sysfs_pci": (sysfs_pci.SysfsPci, sysfs_pci.SysfsPciDevice),
+               "lspci_verbose": (lspci_verbose.LspciVerbose, lspci_verbose.PciFunction),
+               "lspci_tree": (lspci_tree.LspciTree, lspci_tree.TreeDevice),
+               "nccl_topo_xml": (nccl_topo_xml.NcclTopology, nccl_topo_xml.NcclPciDevice),
+               "hwloc_xml": (hwloc_xml.HwlocTopology, hwloc_xml.HwlocPciDevice)}
+    assert set(records) == set(PCI_FIELDS)
+    for kind, (result, device) in records.items():
+        names = {f.name for f in dataclasses.fields(device)}
+        assert set(PCI_FIELDS[kind].values()) <= names, kind
+        assert PCI_DEVICE_LIST[kind] in {f.name for f in dataclasses.fields(result)}
+
+
+def test_a_field_is_read_by_its_one_name_only():
+    """``bdf`` is the GPU query's PCI address field; other spellings are not looked for."""
+    f = assemble({"nvidia_smi_gpus": {"gpus": [{"index": 0, "pci_bus_id": "00000000:1B:00.0"}]}}, "h")
+    assert f.gpus[0].bdf is None

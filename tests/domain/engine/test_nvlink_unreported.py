@@ -21,11 +21,11 @@ def test_ndv4_xml_pairs_say_nvlink_not_reported():
     assert doc["gpu_pairs"] and all(p["nvlink_reported"] is False for p in doc["gpu_pairs"])
     assert all(p["reason"].startswith("NVLink not reported") for p in doc["gpu_pairs"])
     assert any("NVLink not reported" in a and "NVML" in a for a in doc["assumptions"])
-    # pair-based verdicts are conditional, not warnings
-    pair_findings = [f for f in doc["findings"] if f["rule"] in ("P01", "P02")]
-    assert pair_findings and all(f["severity"] == "INFO" for f in pair_findings)
+    # NVLink or not cannot be told: the pairs are unknown, so no PCIe verdict, finding or setting
+    assert all(p["mechanism"] == "unknown" and p["p2p"] is None for p in doc["gpu_pairs"])
+    assert not [f for f in doc["findings"] if f["rule"] in ("P01", "P02", "P09", "P10")]
     assert not any(s["name"] == "NCCL_P2P_LEVEL" for s in doc["nccl_settings"])
-    assert "NVLink not reported" in doc["estimate"]["limiting_link"]
+    assert doc["estimate"]["b_gpu_gbs"] is None and "NVLink not reported" in doc["estimate"]["limiting_link"]
 
 
 def test_nvlink_reported_files_are_unchanged():

@@ -34,44 +34,66 @@ FILE_OPTIONS = {
 }
 
 
+def add_host_arguments(parser, *, bundles: str = "one") -> None:
+    """The per-file options of one host (``FILE_OPTIONS``) and ``--bundle`` (``bundles="many"``:
+    repeatable, one host each) and ``--hostname``: the one option table ``analyze`` and
+    ``check_run`` share."""
+    if bundles == "many":
+        parser.add_argument("--bundle", action="append", default=[], metavar="DIR",
+                            help="folder of <kind>.txt/.xml files (+ hostname.txt) of one host; repeat for each host")
+    else:
+        parser.add_argument("--bundle", help="folder of <kind>.txt/.xml files (+ hostname.txt)")
+    for opt, kind in FILE_OPTIONS.items():
+        parser.add_argument(f"--{opt.replace('_', '-')}", dest=opt, metavar="FILE", help=f"{kind} capture")
+    parser.add_argument("--hostname")
+
+
+def read_host(bundle: str | None, options: dict) -> tuple[str | None, dict[str, str], dict[str, str]]:
+    """(hostname or None, {kind: text}, {kind: file path}) of one host, from a bundle folder or the
+    per-file options; raises CommandError (exit 2) when unreadable. Empty sections when neither is given."""
+    if bundle:
+        try:
+            name, sections = read_bundle(bundle)
+        except BundleError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        files = {kind: str(Path(bundle) / f"{kind}.{'xml' if (Path(bundle) / f'{kind}.xml').exists() else 'txt'}")
+                 for kind in sections}
+        return name, sections, files
+    sections, files = {}, {}
+    for opt, kind in FILE_OPTIONS.items():
+        if options.get(opt):
+            files[kind] = options[opt]
+            sections[kind] = _read(options[opt])
+    return None, sections, files
+
+
+def analyze_or_exit(command: BaseCommand, sections: dict[str, str], hostname: str | None,
+                    files: dict[str, str]) -> dict:
+    """The snapshot document of one host; ``FILE:LINE: reason`` on stderr and exit 2 when a capture
+    cannot be read."""
+    try:
+        return analyze_host(sections, hostname).to_dict()
+    except ParseError as exc:
+        command.stderr.write(f"{files.get(exc.kind, exc.kind)}:{exc.line_no}: {exc.reason}")
+        sys.exit(2)
+    except UnknownKindError as exc:
+        command.stderr.write(str(exc))
+        sys.exit(2)
+
+
 class Command(BaseCommand):
     help = "Analyse one host from a bundle folder or individual capture files."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--bundle", help="folder of <kind>.txt/.xml files (+ hostname.txt)")
-        for opt, kind in FILE_OPTIONS.items():
-            parser.add_argument(f"--{opt.replace('_', '-')}", dest=opt, metavar="FILE", help=f"{kind} capture")
-        parser.add_argument("--hostname")
+        add_host_arguments(parser)
         parser.add_argument("--format", choices=["json", "text"], default="json")
 
     def handle(self, *args, bundle: str | None, hostname: str | None, format: str, **options) -> None:
-        files: dict[str, str] = {}
-        if bundle:
-            try:
-                name, sections = read_bundle(bundle)
-            except BundleError as exc:
-                raise CommandError(str(exc), returncode=2) from None
-            hostname = hostname or name
-            files = {kind: str(Path(bundle) / f"{kind}.{'xml' if (Path(bundle) / f'{kind}.xml').exists() else 'txt'}")
-                     for kind in sections}
-        else:
-            sections = {}
-            for opt, kind in FILE_OPTIONS.items():
-                if options.get(opt):
-                    files[kind] = options[opt]
-                    sections[kind] = _read(options[opt])
-            if not sections:
-                raise CommandError("give --bundle DIR or at least one capture file (--topo, --ibstat, ...)",
-                                   returncode=2)
-        try:
-            analysis = analyze_host(sections, hostname)
-        except ParseError as exc:
-            self.stderr.write(f"{files.get(exc.kind, exc.kind)}:{exc.line_no}: {exc.reason}")
-            sys.exit(2)
-        except UnknownKindError as exc:
-            self.stderr.write(str(exc))
-            sys.exit(2)
-        doc = analysis.to_dict()
+        name, sections, files = read_host(bundle, options)
+        if not sections:
+            raise CommandError("give --bundle DIR or at least one capture file (--topo, --ibstat, ...)",
+                               returncode=2)
+        doc = analyze_or_exit(self, sections, hostname or name, files)
         if format == "json":
             self.stdout.write(json.dumps(doc, indent=2, sort_keys=True))
         else:
@@ -155,8 +177,8 @@ def render_text(doc: dict) -> str:
             a = _any_assumed(p["hops"])
             starred |= a and p["bottleneck_gbs"] is not None
             how = "NVLink not reported" if p.get("nvlink_reported") is False else p["mechanism"].replace("_", " ")
-            rows.append([p["a"], p["b"], p["path_class"], how,
-                         "yes" if p["p2p"] else "no", _bw(p["bottleneck_gbs"], a), p["reason"]])
+            p2p = "?" if p["p2p"] is None else "yes" if p["p2p"] else "no"  # None: the report cannot tell
+            rows.append([p["a"], p["b"], p["path_class"] or "?", how, p2p, _bw(p["bottleneck_gbs"], a), p["reason"]])
         lines += _table(["a", "b", "class", "how", "P2P", "GB/s", "why"], rows)
     if doc.get("gpu_groups"):
         lines += ["", "GPUs to group together (peer-to-peer between every two; best first):"]
