@@ -87,6 +87,10 @@ is always present (empty list / null when unknown):
                   |"inter_socket", "scenario": "gpu_to_nic"|"all_pairs", "devices": [names],
                   "flows": int, "demand_gbs": float, "capacity_gbs": float, "ratio": float,
                   "also": [node ids of nested links carrying the same flows, merged into this row]}],
+                  # devices: the GPUs/NICs below the element whose flows cross it (an inter-socket
+                  # link: the devices at either end); a flow toward a NIC wants at most its share of
+                  # what the NIC takes (port rate, capped by a reported PCIe link), and one toward a
+                  # NIC of unreported rate adds nothing to demand_gbs; see apps.domain.contention
   "p2p_gaps": [{"a": "GPU0", "b": "GPU5", "reason": str}],
   "gpu_groups": [{"gpus": ["GPU0", ...], "link": "nvlink"|"pcie_switch"|"pcie_p2p"|"nvb",
                   "classes": [path classes inside the group], "bottleneck_gbs": float|null,
@@ -157,10 +161,10 @@ from apps.domain.cluster import path_between
 from apps.domain.errors import UnknownKindError
 from apps.domain.estimate import estimate, suggest_nccl_settings
 from apps.domain.findings import evaluate
-from apps.domain.findings._base import jsonable
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.hostgraph import frozen as hostgraph_frozen
 from apps.domain.limits import check_host_size
+from apps.domain.names import natural_key, natural_sorted
 from apps.domain.parsers import KINDS, to_jsonable
 
 __all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
@@ -274,7 +278,7 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
     facts = assemble(results, name)
     check_host_size(facts)  # the analysis grows with the cube of the devices: capped (limits.py)
     G = build_host_graph(facts)
-    plain = {k: jsonable(v) for k, v in results.items()}  # = parsers.to_jsonable, faster
+    plain = {k: to_jsonable(v) for k, v in results.items()}
     with hostgraph_frozen(G):
         doc, text = _build_document(G, p2p=facts.p2p, results=plain, plain=True)
     return HostAnalysis(doc, G, plain, text)
@@ -301,7 +305,7 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     choice = paths.nic_choice(G)
     gpu_nic = paths.gpu_nic_choice(G, choice)
     compute = _compute_nics(G, choice)
-    rails = {n: i for i, n in enumerate(sorted(compute, key=paths._natural))}
+    rails = {n: i for i, n in enumerate(natural_sorted(compute))}
     chosen = {e["gpu"]: e["nic"] for e in gpu_nic}
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -366,7 +370,7 @@ def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
             key = frozenset(clique)
             if len(key) < 2 or key in found:
                 continue
-            members = sorted(key, key=paths._natural)
+            members = natural_sorted(key)
             edges = [G.edges[a, b] for i, a in enumerate(members) for b in members[i + 1:]]
             worst = max(e["tier"] for e in edges)
             gbs = [e["gbs"] for e in edges if e["gbs"] is not None]
@@ -375,7 +379,7 @@ def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
             found[key] = {"gpus": members, "link": ("nvlink", "pcie_switch", "pcie_p2p", "nvb")[worst],
                           "classes": classes, "bottleneck_gbs": low, "_tier": worst}
     groups = sorted(found.values(), key=lambda g: (g["_tier"], -len(g["gpus"]), -(g["bottleneck_gbs"] or 0),
-                                                   paths._natural(g["gpus"][0])))
+                                                   natural_key(g["gpus"][0])))
     # drop a group contained in a better-or-equal listed one
     out: list[dict] = []
     for g in groups:

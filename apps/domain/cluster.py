@@ -22,16 +22,12 @@ many documents by hostname and answers ``"host/GPU3"`` queries.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from apps.domain.bandwidth import ib_port
+from apps.domain.names import natural_sorted
 
 __all__ = ["path_between", "ClusterIndex", "rails"]
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
 def rails(doc: Mapping) -> dict[str, int]:
@@ -39,7 +35,7 @@ def rails(doc: Mapping) -> dict[str, int]:
     have = {n["name"]: n["rail"] for n in doc.get("nics", []) if n.get("rail") is not None}
     if have:
         return have
-    names = sorted((n["name"] for n in doc.get("nics", []) if n.get("compute")), key=_natural)
+    names = natural_sorted(n["name"] for n in doc.get("nics", []) if n.get("compute"))
     return {n: i for i, n in enumerate(names)}
 
 

@@ -36,30 +36,16 @@ address when they have one, else by graph id. All bandwidths are GB/s per direct
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from apps.domain.cluster import path_between
+from apps.domain.names import natural_key, pair_key
 
 __all__ = ["compare_docs", "compare_summary", "short_summary", "doc_edges", "upstream_links", "describe_link"]
 
 _DEVICE_KINDS = ("gpu", "nic", "nvswitch", "nvme", "switch", "root_complex", "root_port", "cpu", "other")
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-@lru_cache(maxsize=65536)
-def _natural_key(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
-
-
-def _natural(name: str) -> tuple:
-    """Sort key: ``mlx5_10`` after ``mlx5_9`` (device names repeat across documents: cached)."""
-    return _natural_key(str(name))
 
 
 def _fmt(v: float | None) -> str:
@@ -152,7 +138,7 @@ def _device_children(nodes: Mapping[str, dict]) -> dict:
 def _siblings(children: Mapping, node: Mapping) -> tuple:
     """The other GPUs and NICs directly under the same parent (what "where it sits" means to a user);
     ``children`` from ``_device_children``."""
-    return tuple(sorted((i for i in children.get(node.get("parent"), ()) if i != node["id"]), key=_natural))
+    return tuple(sorted((i for i in children.get(node.get("parent"), ()) if i != node["id"]), key=natural_key))
 
 
 def _where(parent: Mapping | None, siblings: tuple) -> str:
@@ -176,7 +162,7 @@ def _devices(doc_a: Mapping, doc_b: Mapping) -> tuple[list[dict], dict[str, str]
     out: list[dict] = []
     hl_a: dict[str, str] = {}
     hl_b: dict[str, str] = {}
-    for k in sorted(set(na) | set(nb), key=_natural):
+    for k in sorted(set(na) | set(nb), key=natural_key):
         a, b = na.get(k), nb.get(k)
         node = b or a
         if node["kind"] not in _DEVICE_KINDS:
@@ -217,7 +203,7 @@ def _links(doc_a: Mapping, doc_b: Mapping, hl_a: dict, hl_b: dict) -> list[dict]
     na, nb = _nodes(doc_a), _nodes(doc_b)
     ua, ub = upstream_links(doc_a), upstream_links(doc_b)
     out = []
-    for k in sorted(set(na) & set(nb), key=_natural):
+    for k in sorted(set(na) & set(nb), key=natural_key):
         a, b = na[k], nb[k]
         la, lb = ua.get(a["id"]), ub.get(b["id"])
         if not la and not lb:
@@ -242,10 +228,10 @@ def _pair_state(p: Mapping | None) -> dict | None:
 
 
 def _gpu_pairs(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
-    pa = {(p["a"], p["b"]): p for p in doc_a.get("gpu_pairs", [])}
-    pb = {(p["a"], p["b"]): p for p in doc_b.get("gpu_pairs", [])}
+    pa = {pair_key(p["a"], p["b"]): p for p in doc_a.get("gpu_pairs", [])}
+    pb = {pair_key(p["a"], p["b"]): p for p in doc_b.get("gpu_pairs", [])}
     out = []
-    for key in sorted(set(pa) | set(pb), key=lambda k: (_natural(k[0]), _natural(k[1]))):
+    for key in sorted(set(pa) | set(pb), key=lambda k: (natural_key(k[0]), natural_key(k[1]))):
         x, y = _pair_state(pa.get(key)), _pair_state(pb.get(key))
         if x == y:
             continue
@@ -276,7 +262,7 @@ def _gpu_nic(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
     cb = {e["gpu"]: e for e in doc_b.get("gpu_nic", [])}
     gpus = {g["name"] for g in doc_a.get("gpus", [])} | {g["name"] for g in doc_b.get("gpus", [])} | set(ca) | set(cb)
     out = []
-    for g in sorted(gpus, key=_natural):
+    for g in sorted(gpus, key=natural_key):
         x, y = _nic_choice(ca.get(g)), _nic_choice(cb.get(g))
         if x == y:
             continue
@@ -305,7 +291,7 @@ def _matrix(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
     ma = {(c["gpu"], c["nic"]): c.get("path_class") for c in doc_a.get("gpu_nic_matrix", [])}
     mb = {(c["gpu"], c["nic"]): c.get("path_class") for c in doc_b.get("gpu_nic_matrix", [])}
     return [{"gpu": g, "nic": n, "before": ma.get((g, n)), "after": mb.get((g, n))}
-            for g, n in sorted(set(ma) | set(mb), key=lambda k: (_natural(k[0]), _natural(k[1])))
+            for g, n in sorted(set(ma) | set(mb), key=lambda k: (natural_key(k[0]), natural_key(k[1])))
             if ma.get((g, n)) != mb.get((g, n))]
 
 
@@ -324,7 +310,7 @@ def _remote(doc: Mapping) -> dict[str, float | None]:
 def _remote_changes(doc_a: Mapping, doc_b: Mapping) -> list[dict]:
     ra, rb = _remote(doc_a), _remote(doc_b)
     out = []
-    for g in sorted(set(ra) | set(rb), key=_natural):
+    for g in sorted(set(ra) | set(rb), key=natural_key):
         x, y = ra.get(g), rb.get(g)
         if x != y:
             out.append({"gpu": g, "before_gbs": x, "after_gbs": y,
@@ -361,7 +347,7 @@ RANK_LINK_OTHER, RANK_GPU_NIC, RANK_MOVED, RANK_NUMA, RANK_FINDING, RANK_OTHER =
 
 
 def _group_names(names: list[str], limit: int = 4) -> str:
-    names = sorted(names, key=_natural)
+    names = sorted(names, key=natural_key)
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
@@ -445,10 +431,10 @@ def _summary_parts(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     links = _links(doc_a, doc_b, hl_a, hl_b)
     gpu_nic = _gpu_nic(doc_a, doc_b)
     findings = _findings(doc_a, doc_b)
-    nics_a = sorted((n["name"] for n in doc_a.get("nics", [])), key=_natural)
-    nics_b = sorted((n["name"] for n in doc_b.get("nics", [])), key=_natural)
-    pick_a = [e["nic"] for e in sorted(doc_a.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
-    pick_b = [e["nic"] for e in sorted(doc_b.get("gpu_nic", []), key=lambda e: _natural(e["gpu"]))]
+    nics_a = sorted((n["name"] for n in doc_a.get("nics", [])), key=natural_key)
+    nics_b = sorted((n["name"] for n in doc_b.get("nics", [])), key=natural_key)
+    pick_a = [e["nic"] for e in sorted(doc_a.get("gpu_nic", []), key=lambda e: natural_key(e["gpu"]))]
+    pick_b = [e["nic"] for e in sorted(doc_b.get("gpu_nic", []), key=lambda e: natural_key(e["gpu"]))]
     nic_order = nics_a == nics_b and sorted(pick_a) == sorted(pick_b) and pick_a != pick_b
 
     summary = [text for _, text in sorted(_ranked_summary(devices, links, gpu_nic, findings, nic_order,

@@ -5,14 +5,21 @@ Two scenarios, both per direction (every flow also runs the other way, symmetric
 
 * ``gpu_to_nic``: every GPU sends to the NIC NCCL gives it (``paths.nic_choice``), over PXN
   where NCCL would, else directly (GPUDirect RDMA) or staged in host memory near the GPU. A flow
-  wants ``min(its GPU's PCIe link, its NIC's port rate / GPUs sharing that NIC)``.
+  wants ``min(its GPU's PCIe link, what its NIC takes / GPUs sharing that NIC)``: together the
+  flows toward a NIC never want more than the NIC takes (:func:`nic_capacity`: its port rate,
+  capped by its own PCIe link where a source reports that link, as NCCL caps it), so a NIC
+  shared by many GPUs is the limit (rule G05), not the switch uplinks above them. A flow toward
+  a NIC whose rate no source reports (``topo -m`` alone) wants an unknown amount: it is counted
+  in ``flows`` but adds nothing to ``demand_gbs``, and an element none of whose flows has a
+  known demand is not listed (the report cannot size that traffic).
 * ``all_pairs``: every GPU sends to every other GPU at once; NVLink/NVSwitch pairs leave PCIe
   alone. A flow wants ``min(GPU a link, GPU b link) / (GPUs - 1)``: a GPU splits its own link
   over its peers.
 
 An element is reported when at least two flows share it (the inter-socket link: when any flow
 crosses it); in ``all_pairs``, a link with one GPU below it (that GPU's own link split over its
-peers) is not a shared element. Nested links carrying exactly the same flows (a root port and the
+peers) is not a shared element. ``devices`` are the GPUs and NICs below the element whose flows
+cross it (for an inter-socket link: every device at either end of a flow crossing it). Nested links carrying exactly the same flows (a root port and the
 one switch below it, an inferred switch inside another, or two inferred sub-switches of one PXB
 tree) are one row: the tightest link, the others
 named in ``also``. ``demand_gbs`` sums the flows' wants; ``capacity_gbs`` is the element's link
@@ -33,8 +40,11 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 
 from apps.domain import paths
+from apps.domain.bandwidth import ib_port
+from apps.domain.hostgraph import ancestors
+from apps.domain.names import natural_sorted
 
-__all__ = ["contention", "flows_gpu_to_nic", "flows_all_pairs", "elements"]
+__all__ = ["contention", "flows_gpu_to_nic", "flows_all_pairs", "elements", "nic_capacity"]
 
 
 def _gbs(d: Mapping) -> float | None:
@@ -54,8 +64,21 @@ def _min(*vals: float | None) -> float | None:
     return min(v) if v else None
 
 
+def nic_capacity(G: nx.Graph, n: str) -> float | None:
+    """GB/s per direction NIC port ``n`` takes: its port rate (``bandwidth.ib_port``, expected)
+    capped by its own PCIe link when a source reports that link (NCCL takes min(NIC speed, PCIe
+    link), topo.cc L418, L657 [S3]); None when no source reports the rate."""
+    port = ib_port(G.nodes[n].get("rate_gbps")).expected_gbs
+    if port is None:
+        return None
+    p = G.nodes[n].get("parent")
+    reported = p in G and G.has_edge(n, p) and not G.edges[n, p].get("assumed")
+    return _min(port, _own_link(G, n) if reported else None)
+
+
 def flows_gpu_to_nic(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> list[tuple[paths.Route, float | None]]:
-    """(route, demand GB/s) for every GPU sending to its NIC at once."""
+    """(route, demand GB/s) for every GPU sending to its NIC at once; the flows toward one NIC
+    together want at most what the NIC takes (:func:`nic_capacity`)."""
     choice = paths.nic_choice(G) if choice is None else choice
     share: dict[str, int] = defaultdict(int)
     for rec in choice.values():
@@ -64,9 +87,8 @@ def flows_gpu_to_nic(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> l
     for g, rec in choice.items():
         route = rec["pxn_route"] or rec["route"]
         n = rec["nic"]
-        port = paths._nic_port_gbs(G, n)
-        nic_share = port / share[n] if port is not None else None
-        out.append((route, _min(_own_link(G, g), nic_share)))
+        cap = nic_capacity(G, n)
+        out.append((route, _min(_own_link(G, g), cap / share[n]) if cap is not None else None))
     return out
 
 
@@ -114,28 +136,33 @@ def elements(G: nx.Graph) -> list[tuple[str, str, str, tuple, float | None]]:
     return sorted(out, key=lambda e: (e[2], e[0]))
 
 
-def _uses(route: paths.Route, key: tuple) -> bool:
-    if key[0] == "edge":
-        return any(paths.edge_key(s) == key[1] for s in route.steps)
-    node = key[1]
-    return any(node in s for s in route.steps if s[0] not in ("mem", "nvsw", "nvsw_in"))
+def _crossed(route: paths.Route) -> dict[str, set]:
+    """What a route crosses, by counting key kind: {"edge": its links' keys, "node": the graph
+    nodes on its steps (host-memory and NVSwitch pseudo-steps aside)}."""
+    return {"edge": {paths.edge_key(s) for s in route.steps},
+            "node": {n for s in route.steps if s[0] not in ("mem", "nvsw", "nvsw_in") for n in s}}
 
 
 def _below(G: nx.Graph, device: str, elem: str) -> bool:
-    return device in G and elem in paths._ancestry(G, device)[1:]
+    return device in G and elem in ancestors(G, device)[1:]
 
 
 def _tally(G: nx.Graph, scenario: str, flows: list[tuple[paths.Route, float | None]]) -> list[dict]:
     rows = []
+    marked = [(r, w, _crossed(r)) for r, w in flows]
     for elem, label, kind, key, cap in elements(G):
-        using = [(r, w) for r, w in flows if _uses(r, key)]
+        using = [(r, w) for r, w, crossed in marked if key[1] in crossed[key[0]]]
         if len(using) < (1 if kind == "inter_socket" else 2) or cap in (None, 0):
             continue
-        devices = sorted({x for r, _ in using for x in (r.src, r.dst)}, key=paths._natural)
-        if (scenario == "all_pairs" and kind != "inter_socket" and elem in G
-                and sum(1 for x in devices if _below(G, x, elem)) < 2):
-            continue  # one GPU's own link split over its peers (ratio <= 1 by construction)
-        demand = round(sum(w for _, w in using if w is not None), 4)
+        devices = natural_sorted({x for r, _ in using for x in (r.src, r.dst)})
+        if kind != "inter_socket" and elem in G:
+            devices = [x for x in devices if _below(G, x, elem)]  # the far ends are not under it
+            if scenario == "all_pairs" and len(devices) < 2:
+                continue  # one GPU's own link split over its peers (ratio <= 1 by construction)
+        known = [w for _, w in using if w is not None]
+        if not known:
+            continue  # no flow here has a known demand (NIC rates not reported)
+        demand = round(sum(known), 4)
         rows.append(({id(r) for r, _ in using}, {
             "element": elem, "label": label, "kind": kind, "scenario": scenario, "devices": devices,
             "flows": len(using), "demand_gbs": demand, "capacity_gbs": cap, "ratio": round(demand / cap, 4),

@@ -44,7 +44,6 @@ says ``gdr="0"`` for the GPU or NIC), node attr ``compute`` on NICs.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,10 +51,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from apps.domain import hostgraph
+from apps.domain.names import cell, natural_key
 
 __all__ = [
     "Route",
-    "CLASS_ORDER",
     "nccl_type",
     "path_class",
     "tree_route",
@@ -73,8 +72,6 @@ __all__ = [
     "count_flows",
 ]
 
-# topo -m tokens, closest first (domain.md 3.1)
-CLASS_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 # NCCL path types (graph.h) with their order; PHB and NODE are both NCCL's PHB.
 NCCL_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
 P2P_LEVEL_DEFAULT = "PXB"
@@ -308,14 +305,7 @@ def _route_gbs(G: nx.Graph, route: Route) -> float | None:
 # GPU pairs
 
 
-def _memoized(G: nx.Graph, key: tuple, compute):
-    """``compute()``, remembered under ``key`` while ``hostgraph.frozen(G)`` holds (else fresh)."""
-    memo = hostgraph._memo(G)
-    if memo is None:
-        return compute()
-    if key not in memo:
-        memo[key] = compute()
-    return memo[key]
+_memoized = hostgraph.memoized  # compute(), remembered under a key while hostgraph.frozen(G) holds
 
 
 def gpu_names(G: nx.Graph) -> list[str]:
@@ -328,17 +318,13 @@ def _gpu_names(G: nx.Graph) -> list[str]:
     return sorted(gpus, key=lambda n: (G.nodes[n].get("index") if G.nodes[n].get("index") is not None else 1 << 30, n))
 
 
-def _natural(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
-
-
 def nic_names(G: nx.Graph) -> list[str]:
     """NIC port node ids in natural name order (NCCL's device order; rail index = position)."""
     return list(_memoized(G, ("nic_names",), lambda: _nic_names(G)))
 
 
 def _nic_names(G: nx.Graph) -> list[str]:
-    return sorted((n for n, d in G.nodes(data=True) if d.get("kind") == "nic"), key=_natural)
+    return sorted((n for n, d in G.nodes(data=True) if d.get("kind") == "nic"), key=natural_key)
 
 
 def _nvlinks(G: nx.Graph, a: str, b: str) -> int:
@@ -386,8 +372,7 @@ def _p2p_status(G: nx.Graph, a: str, b: str, nvlink: bool, p2p: Mapping | None) 
         m = str(mode).lower()[:1]
         if m not in ("r", "w") and not (m == "n" and nvlink):
             continue
-        row = (matrix or {}).get(a) or {}
-        tok = row.get(b) or ((matrix or {}).get(b) or {}).get(a)
+        tok = cell(matrix, a, b)
         if tok and tok.strip().upper() not in (P2P_OK, "X"):
             return str(mode), tok.strip().upper()
     return None

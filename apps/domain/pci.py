@@ -8,11 +8,17 @@ lowercase (``0000:1b:00.0``). Producers differ (domain.md section 4.1):
 * ``lspci`` without ``-D`` omits the domain (``1b:00.0``); domain ``0000`` is assumed.
 * NCCL logs print ``busId 1c000``, the hex digits with separators removed
   (``int64ToBusId`` in NCCL's ``src/misc/utils.cc``).
+
+Link speeds are per-lane transfer rates in GT/s; :func:`pcie_generation` is the one map from a
+speed to its PCIe generation (``lspci`` ``LnkCap``/``LnkSta``, sysfs ``*_link_speed``, NCCL's XML).
 """
 
 from __future__ import annotations
 
 import re
+
+# GT/s per lane -> PCIe generation (pciutils ls-caps.c link_speed(), PCIe base spec).
+GENERATION_BY_SPEED: dict[float, int] = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 _BDF_RE = re.compile(
     r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})\.(?P<fn>[0-7])$"
@@ -49,3 +55,19 @@ def bdf_from_nccl_busid(value: str | int) -> str:
     """Decode NCCL's integer bus id (``1c000`` -> ``0000:1c:00.0``), as ``int64ToBusId`` does."""
     n = int(value, 16) if isinstance(value, str) else int(value)
     return f"{(n >> 20) & 0xFFFF:04x}:{(n & 0xFF000) >> 12:02x}:{(n & 0xFF0) >> 4:02x}.{n & 0xF:01x}"
+
+
+def pcie_generation(speed_gts: float | None) -> int | None:
+    """PCIe generation of a per-lane speed in GT/s (``8`` -> 3, ``2.5`` -> 1); None when the speed
+    is unknown or no generation uses it.
+
+    >>> [pcie_generation(s) for s in (2.5, 16.0, 32, 10, None)]
+    [1, 4, 5, None, None]
+    """
+    if speed_gts is None:
+        return None
+    speed = float(speed_gts)
+    for gts, gen in GENERATION_BY_SPEED.items():
+        if abs(speed - gts) < 0.01:
+            return gen
+    return None

@@ -15,6 +15,7 @@ from apps.domain.findings._base import (
     GDR_CLASSES, Ctx, Rule, as_float, as_list, finding, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token,
 )
 from apps.domain.findings.pcie import gen_from_gts, pcie_gbs
+from apps.domain.names import PCIE_CLASSES
 
 G01 = Rule("G01", "NIC too far for GPUDirect RDMA", "MED",
            "Put the NIC on the GPU's PCIe switch; on NVLink systems rely on PXN (G04); experiment with "
@@ -45,7 +46,6 @@ def _choices(ctx: Ctx) -> list[dict]:
     rows = [r for r in as_list(ctx.doc.get("gpu_nic")) if isinstance(r, Mapping) and r.get("gpu")]
     if rows:
         return rows
-    from apps.domain.findings._base import PCIE_CLASSES
     order = {c: i for i, c in enumerate(PCIE_CLASSES)}
     best: dict[str, dict] = {}
     active = {n.get("name") for n in ctx.compute_nics()}
@@ -182,26 +182,49 @@ def rule_g04(ctx: Ctx) -> list[dict]:
 
 
 def rule_g05(ctx: Ctx) -> list[dict]:
-    """G05 GPU:NIC ratio > 1 per switch.
+    """G05 GPU:NIC ratio > 1.
 
-    Condition: k > 1 GPUs use the same nearby (PIX/PXB) NIC. INFO for k = 2, MED above. Each GPU gets
-    ~1/k of the NIC. Source: env NCCL_NETDEVS_POLICY [S12]; tuning.cc L345 [S6].
+    Condition: k > 1 GPUs use the same NIC, whatever its distance (one NIC for eight GPUs across
+    the sockets bounds their inter-node traffic as much as one on their switch). INFO for k = 2,
+    MED above. The message says what limits: the NIC's port rate, or its PCIe link where that is
+    narrower (G06), or that the rate is not reported. Source: env NCCL_NETDEVS_POLICY [S12];
+    tuning.cc L345 [S6].
     """
     share: dict[str, list[str]] = defaultdict(list)
     for r in _choices(ctx):
-        if normalize_token(r.get("path_class")) in GDR_CLASSES and r.get("nic"):
+        if r.get("nic") and normalize_token(r.get("path_class")):
             share[str(r["nic"])].append(str(r.get("gpu")))
     out = []
-    for nic, gpus in sorted(share.items()):
+    for nic, gpus in sorted(share.items(), key=lambda kv: gpu_sort_key(kv[0])):
         if len(gpus) < 2:
             continue
         gpus.sort(key=gpu_sort_key)
-        rate = as_float(ctx.nic(nic).get("rate_gbps"))
-        per = f" (about {fmt_gbs(rate / 8 / len(gpus))} each of its {fmt_num(rate)} Gb/s)" if rate else ""
-        msg = (f"{len(gpus)} GPUs share NIC {nic} as their nearest NIC: {join(gpus)}{per}. Inter-node bandwidth per "
-               "node is bounded by the sum of the NICs, not by the GPU count.")
-        out.append(finding(G05, gpus + [nic], msg, severity="INFO" if len(gpus) == 2 else "MED"))
+        out.append(finding(G05, gpus + [nic], _sharing_message(ctx, nic, gpus),
+                           severity="INFO" if len(gpus) == 2 else "MED"))
     return out
+
+
+def _sharing_message(ctx: Ctx, nic: str, gpus: list[str]) -> str:
+    """What ``gpus`` get of ``nic`` when all send at once, and what limits it: the NIC's port, or
+    its PCIe link where that is narrower (G06), when the GPUs' own links could feed more."""
+    rate = as_float(ctx.nic(nic).get("rate_gbps"))
+    k = len(gpus)
+    tail = " Inter-node bandwidth per node is bounded by the sum of the NICs, not by the GPU count."
+    if not rate:
+        return (f"{k} GPUs share one NIC, {nic}: {join(gpus)}. Its line rate is not reported (send ibstat, or "
+                f"ibv_devinfo, to know), so what each GPU gets is unknown.{tail}")
+    link_gbs, link = _nic_pcie(ctx, ctx.nic(nic))
+    narrow = link_gbs is not None and link_gbs < rate / 8
+    takes = link_gbs if narrow else rate / 8
+    feeds = [as_float((ctx.uplink(g) or {}).get("spec_gbs")) for g in gpus]
+    limits = all(f is not None for f in feeds) and sum(feeds) > takes
+    if narrow:
+        return (f"{k} GPUs share one {fmt_num(rate)} Gb/s NIC, {nic}, whose PCIe link ({link}, {fmt_gbs(link_gbs)}) "
+                f"is narrower than its port (G06): {join(gpus)} get about {fmt_gbs(takes / k)} each when all send "
+                f"at once{', the link being the limit' if limits else ''}.{tail}")
+    limit = f", the NIC's {fmt_gbs(takes)} per direction being the limit" if limits else ""
+    return (f"{k} GPUs share one {fmt_num(rate)} Gb/s NIC, {nic}: {join(gpus)} get about {fmt_gbs(takes / k)} each "
+            f"when all send at once{limit}.{tail}")
 
 
 def _nic_pcie(ctx: Ctx, nic: Mapping) -> tuple[float | None, str]:
@@ -241,8 +264,11 @@ def rule_g06(ctx: Ctx) -> list[dict]:
         if key in seen:
             continue
         seen.add(key)
+        users = sorted((str(r.get("gpu")) for r in _choices(ctx) if r.get("nic") == nic.get("name")), key=gpu_sort_key)
         msg = (f"{nic.get('name')} runs at {fmt_num(rate)} Gb/s ({fmt_gbs(rate / 8)}) but its PCIe link is {link} "
-               f"({fmt_gbs(bw)} per direction): the NIC can never be fed at line rate.")
+               f"({fmt_gbs(bw)} per direction): the NIC can never be fed at line rate"
+               + (f"; {join(users)} {'gets' if len(users) == 1 else 'share'} at most {fmt_gbs(bw)} through it."
+                  if users else "."))
         out.append(finding(G06, [nic.get("name")], msg))
     return out
 

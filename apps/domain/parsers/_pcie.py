@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import re
 
+from apps.domain import pci
+
 __all__ = ["GENERATION_BY_SPEED", "pcie_generation", "parse_link_speed", "parse_link_width", "speeds_up_to"]
 
-# GT/s per lane -> PCIe generation (pciutils ls-caps.c link_speed(), PCIe base spec).
-GENERATION_BY_SPEED: dict[float, int] = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+GENERATION_BY_SPEED = pci.GENERATION_BY_SPEED  # GT/s per lane -> generation (apps.domain.pci)
 _SPEEDS = tuple(sorted(GENERATION_BY_SPEED))
 
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:GT|Gb)/s(?:\s+PCIe)?\s*$", re.IGNORECASE)
 
 
 def pcie_generation(speed_gts: float) -> int:
-    """PCIe generation of a per-lane speed in GT/s: 2.5 -> 1, 5 -> 2, 8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6.
+    """:func:`apps.domain.pci.pcie_generation` for a speed that must be a PCIe one: 2.5 -> 1, 5 -> 2,
+    8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6.
 
     >>> pcie_generation(16)
     4
@@ -34,9 +36,12 @@ def pcie_generation(speed_gts: float) -> int:
     Raises ``ValueError`` for a speed that no PCIe generation uses.
     """
     try:
-        return GENERATION_BY_SPEED[float(speed_gts)]
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{speed_gts!r} GT/s is not a PCIe link speed (expected one of 2.5, 5, 8, 16, 32, 64)") from None
+        gen = pci.pcie_generation(speed_gts)
+    except (TypeError, ValueError):
+        gen = None
+    if gen is None:
+        raise ValueError(f"{speed_gts!r} GT/s is not a PCIe link speed (expected one of 2.5, 5, 8, 16, 32, 64)")
+    return gen
 
 
 def parse_link_speed(text: str | None) -> float | None:

@@ -25,10 +25,37 @@ def clean_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def to_jsonable(value):
-    """Turn parser records (frozen dataclasses, tuples, enums) into plain JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    """Turn parser records (frozen dataclasses, tuples, enums) into plain JSON-ready values.
+
+    The common exact types are tested first: a parser result is thousands of small dataclasses,
+    tuples, lists and strings, and most fields are atoms (no call for them)."""
+    t = type(value)
+    if t in _ATOMS:
+        return value
+    atoms = _ATOMS
+    if t is dict:
+        return {str(k): v if type(v) in atoms else to_jsonable(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [v if type(v) in atoms else to_jsonable(v) for v in value]
+    names = _FIELDS.get(t)
+    if names is None:
+        if not dataclasses.is_dataclass(t):
+            return _other(value)
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
+    out = {}
+    for name in names:
+        v = getattr(value, name)
+        out[name] = v if type(v) in atoms else to_jsonable(v)
+    return out
+
+
+def _other(value):
+    """Enums, and subclasses of dict, list, tuple and the atoms."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):

@@ -62,9 +62,10 @@ Recovery rules (hazards of domain.md 3.4, all seen in real uploads):
   labels, with a warning; rows missing from a partial capture are a warning;
 - asymmetric cells and non-``X`` self cells are warnings.
 
-Pure helpers for other modules: :func:`normalize_token`, :data:`TOKEN_ORDER`,
-:func:`path_rank`, :func:`nvlink_count` and :func:`render` (writes a result back as
-nvidia-smi-style tab-separated text; ``parse(render(r))`` gives the same gpus, nics and matrix).
+Pure helpers for other modules: :func:`normalize_token`, :data:`TOKEN_ORDER` and :func:`path_rank`
+(the topo -m vocabulary, defined once in :mod:`apps.domain.names`), :func:`nvlink_count` and
+:func:`render` (writes a result back as nvidia-smi-style tab-separated text; ``parse(render(r))``
+gives the same gpus, nics and matrix).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from dataclasses import dataclass, field
 
 from apps.domain.errors import ParseError
 from apps.domain.limits import check_labels
+from apps.domain.names import TOKEN_ORDER, normalize_token, nv_count, path_rank
 from apps.domain.parsers._text import clean_lines
 
 __all__ = [
@@ -85,9 +87,6 @@ KIND_LINK = "nvidia_smi_topo"
 KIND_PCI = "nvidia_smi_topo_pci"
 KIND_P2P = "nvidia_smi_p2p"
 
-#: Distance classes, closest first (domain.md 3.1). ``NV#`` stands for every ``NV<n>``.
-TOKEN_ORDER: tuple[str, ...] = ("X", "NV#", "PIX", "PXB", "PHB", "NODE", "SYS")
-_RANK = {tok: i for i, tok in enumerate(TOKEN_ORDER)}
 
 _LINK_WORDS = frozenset({"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"})
 _P2P_WORDS = frozenset({"X", "OK", "CNS", "GNS", "TNS", "NS", "DR", "U"})
@@ -162,36 +161,9 @@ class TopoMatrix:
 # --------------------------------------------------------------------------- token helpers
 
 
-def normalize_token(tok: str) -> str:
-    """Return the modern spelling of a cell token: ``"SOC"`` -> ``"SYS"``, ``" X "`` -> ``"X"``.
-
-    ``NV#`` tokens keep their link count (``"NV12"``); P2P tokens are returned unchanged.
-    """
-    tok = tok.strip().upper()
-    return "SYS" if tok == "SOC" else tok
-
-
-def path_rank(tok: str) -> int:
-    """Rank of a distance token along :data:`TOKEN_ORDER` (0 = ``X`` ... 6 = ``SYS``/``SOC``).
-
-    Every ``NV<n>`` ranks as ``NV#``. Raises ``ValueError`` for anything else (P2P tokens).
-
-    >>> path_rank("NV18") < path_rank("PIX") < path_rank("SOC")
-    True
-    """
-    norm = normalize_token(tok)
-    if _NV_RE.fullmatch(norm):
-        return _RANK["NV#"]
-    try:
-        return _RANK[norm]
-    except KeyError:
-        raise ValueError(f"{tok!r} is not a topo -m distance token ({', '.join(TOKEN_ORDER)})") from None
-
-
 def nvlink_count(tok: str) -> int | None:
     """Number of bonded NVLinks of an ``NV<n>`` token (``"NV12"`` -> 12), else None."""
-    m = _NV_RE.fullmatch(tok.strip().upper())
-    return int(m.group(1)) if m else None
+    return nv_count(tok)
 
 
 def _is_cell(tok: str) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from apps.domain.assemble import assemble, normalize_token
+from apps.domain.assemble import assemble
+from apps.domain.names import normalize_token
 from apps.domain.parsers import parse
 
 from .test_hostgraph import load_facts, topo
@@ -133,3 +134,19 @@ def test_a_field_is_read_by_its_one_name_only():
     """``bdf`` is the GPU query's PCI address field; other spellings are not looked for."""
     f = assemble({"nvidia_smi_gpus": {"gpus": [{"index": 0, "pci_bus_id": "00000000:1B:00.0"}]}}, "h")
     assert f.gpus[0].bdf is None
+
+
+def test_a_gpu_pair_is_stored_once_past_ten_gpus():
+    """String order and natural order disagree from GPU10 on ("GPU10" < "GPU2"): the pair is kept
+    once, under its natural-order key, whichever source names it, and the sources are compared."""
+    names = [f"GPU{i}" for i in range(12)]
+    matrix = {a: {b: "X" if a == b else "SYS" for b in names} for a in names}
+    matrix["GPU2"]["GPU10"] = matrix["GPU10"]["GPU2"] = "NV2"
+    # NCCL XML (dict form of the parser's result): GPU2 lists 4 NVLinks to GPU10 (bus 0x1a)
+    xml = {"gpus": [{"dev": i, "bdf": f"0000:{16 + i:02x}:00.0",
+                     "nvlinks": [{"target": "0000:1a:00.0", "count": 4, "target_kind": "gpu"}] if i == 2 else []}
+                    for i in range(12)]}
+    f = assemble({"nvidia_smi_topo": {"matrix": matrix}, "nccl_topo_xml": xml}, "h")
+    assert [(p.a, p.b, p.links, p.source) for p in f.nvlink_pairs] == [("GPU2", "GPU10", 2, "nvidia_smi_topo")]
+    assert [d.message for d in f.disagreements if d.subject == "GPU2-GPU10"] == [
+        "topo -m says NV2 for GPU2-GPU10, NCCL XML says 4 links"]

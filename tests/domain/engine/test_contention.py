@@ -29,7 +29,7 @@ def test_far_nic_flows_share_the_switch_uplink_and_the_socket_link() -> None:
     got = rows(G, "gpu_to_nic")
     up = got["sw0"]
     assert up["kind"] == "switch_uplink" and up["flows"] == 2
-    assert up["devices"] == ["GPU0", "GPU1", "mlx5_0"]
+    assert up["devices"] == ["GPU0", "GPU1"]  # the devices below sw0; mlx5_0, the far end, is under sw1
     share = ib_port(100).expected_gbs / 3  # three GPUs share the one NIC
     assert abs(up["demand_gbs"] - 2 * min(GEN3.expected_gbs, share)) < 1e-3
     assert up["capacity_gbs"] == GEN3.expected_gbs
@@ -77,10 +77,28 @@ _SYNTHETIC_PXB = (  # synthetic topo -m (written for this test): GPU pair and du
 )
 
 
-def test_nested_inferred_switches_give_one_row_per_shared_element():
+# synthetic ibstatus (written for this test): both ports Active at 200 Gb/s, so the flows toward
+# them have a known demand
+_SYNTHETIC_IBSTATUS = "".join(
+    f"Infiniband device 'mlx5_{i}' port 1 status:\n\tdefault gid:\t fe80:0000:0000:0000:0000:0000:0000:000{i}\n"
+    "\tbase lid:\t 0x1\n\tsm lid:\t\t 0x1\n\tstate:\t\t 4: ACTIVE\n\tphys state:\t 5: LinkUp\n"
+    "\trate:\t\t 200 Gb/sec (4X HDR)\n\tlink_layer:\t InfiniBand\n\n" for i in (0, 1))
+
+
+def test_flows_toward_nics_of_unknown_rate_have_no_demand():
+    """topo -m alone says nothing of the NICs' rates: no gpu_to_nic row is sized from a guess."""
     from apps.domain.analysis import analyze_host
 
     doc = analyze_host({"nvidia_smi_topo": _SYNTHETIC_PXB}, "synthetic").doc
+    assert [c for c in doc["contention"] if c["scenario"] == "gpu_to_nic"] == []
+    assert doc["gpu_nic"] and all(n["rate_gbps"] is None for n in doc["nics"])
+
+
+def test_nested_inferred_switches_give_one_row_per_shared_element():
+    from apps.domain.analysis import analyze_host
+
+    doc = analyze_host({"nvidia_smi_topo": _SYNTHETIC_PXB, "ibstatus": _SYNTHETIC_IBSTATUS}, "synthetic").doc
+    assert [n["rate_gbps"] for n in doc["nics"]] == [200, 200]
     rows = [c for c in doc["contention"] if c["scenario"] == "gpu_to_nic"]
     assert len(rows) == 1, rows  # GPU-side and NIC-side sub-switch uplinks carry the same two flows
     assert rows[0]["flows"] == 2 and rows[0]["also"]

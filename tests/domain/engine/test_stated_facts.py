@@ -233,7 +233,12 @@ def test_partial_ibstatus_keeps_its_400g_port_a_compute_nic():
     assert nic["compute"] and nic["state"] is None and "mlx5_ib0" in doc["network"]["usable"]
     assert next(e for e in doc["gpu_nic"] if e["gpu"] == "GPU0")["nic"] == "mlx5_ib0"
     assert setting(doc, "NCCL_IB_HCA")["value"] == "=mlx5_ib0"
-    assert doc["estimate"]["b_node_gbs"] and not rules(doc, "G05")
+    assert doc["estimate"]["b_node_gbs"]
+    # NCCL gives GPU1 the 400G port too (most bandwidth first), so the two GPUs share it
+    assert next(e for e in doc["gpu_nic"] if e["gpu"] == "GPU1")["nic"] == "mlx5_ib0"
+    [g05] = rules(doc, "G05")
+    assert g05["devices"] == ["GPU0", "GPU1", "mlx5_ib0"] and g05["severity"] == "INFO"
+    assert "one 400 Gb/s NIC" in g05["message"] and "25 GB/s each" in g05["message"]
 
 
 def test_aws_p5en_lspci_names_h200_gpus_and_efa_nics():
