@@ -13,19 +13,19 @@ severities, fixes and sources are those of domain.md section 1.
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apps.domain.parsers._text import to_jsonable
+from apps.domain import names
+from apps.domain.names import cell, natural_key, nv_count, pair_key
+from apps.domain.names import normalize_token as _normalize_token
+from apps.domain.parsers import to_jsonable
 
 SEVERITIES = ("CRIT", "HIGH", "MED", "LOW", "INFO")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
-# topo -m tokens, closest first (domain.md 3.1); SOC is the legacy spelling of SYS.
-PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+PCIE_CLASSES = names.PCIE_CLASSES  # topo -m PCIe classes, closest first
 GDR_CLASSES = ("PIX", "PXB")  # NCCL's default GDR cutoff on x86 is PXB (rule G01)
 
 
@@ -89,21 +89,12 @@ def fmt_num(value: Any) -> str:
     return str(value)
 
 
-def gpu_sort_key(name: str) -> tuple:
-    m = re.match(r"^([A-Za-z_]*?)(\d+)$", name or "")
-    return (m.group(1), int(m.group(2))) if m else (name or "", -1)
+gpu_sort_key = natural_key  # device names in natural order (apps.domain.names)
 
 
 def normalize_token(token: Any) -> str:
-    """Upper-case a topo token and map legacy ``SOC`` to ``SYS``."""
-    t = str(token or "").strip().upper()
-    return "SYS" if t == "SOC" else t
-
-
-def nv_count(token: Any) -> int | None:
-    """``"NV18"`` -> 18; None for a PCIe token."""
-    m = re.fullmatch(r"NV(\d+)", normalize_token(token))
-    return int(m.group(1)) if m else None
+    """A topo token's modern spelling (:func:`apps.domain.names.normalize_token`); '' when empty."""
+    return _normalize_token(token) or ""
 
 
 def as_int(value: Any) -> int | None:
@@ -145,31 +136,7 @@ def as_list(value: Any) -> list:
     return []
 
 
-_ATOMS = frozenset((str, int, float, bool, type(None)))
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def jsonable(value: Any) -> Any:
-    """``parsers.to_jsonable`` (the same result) with the common exact types tested first: a
-    parser result is thousands of small dataclasses, tuples, lists and strings."""
-    t = type(value)
-    if t in _ATOMS:
-        return value
-    atoms = _ATOMS
-    if t is dict:
-        return {str(k): v if type(v) in atoms else jsonable(v) for k, v in value.items()}
-    if t is list or t is tuple:
-        return [v if type(v) in atoms else jsonable(v) for v in value]
-    names = _FIELDS.get(t)
-    if names is None:
-        if not dataclasses.is_dataclass(t):
-            return to_jsonable(value)  # enums, subclasses of the above
-        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
-    out = {}
-    for name in names:  # most fields are atoms: no call for them
-        v = getattr(value, name)
-        out[name] = v if type(v) in atoms else jsonable(v)
-    return out
+jsonable = to_jsonable  # parser results as plain JSON values (apps.domain.parsers.to_jsonable)
 
 
 class Ctx:
@@ -192,10 +159,10 @@ class Ctx:
         self.gpus: list[dict] = sorted((g for g in as_list(self.doc.get("gpus")) if isinstance(g, Mapping)),
                                        key=lambda g: gpu_sort_key(g.get("name", "")))
         self.nics: list[dict] = [n for n in as_list(self.doc.get("nics")) if isinstance(n, Mapping)]
-        self.pairs: dict[frozenset, dict] = {}
+        self.pairs: dict[tuple[str, str], dict] = {}  # one entry per pair, under names.pair_key
         for p in as_list(self.doc.get("gpu_pairs")):
             if isinstance(p, Mapping) and p.get("a") and p.get("b"):
-                self.pairs[frozenset((p["a"], p["b"]))] = p
+                self.pairs[pair_key(p["a"], p["b"])] = p
         self.summary: dict = self.doc.get("summary") or {}
         # NCCL environment: the agent's host_info section (nccl_env: {name: value}, from the
         # environment and /etc/nccl.conf), then a separate nccl_env result (wins when both exist)
@@ -223,7 +190,7 @@ class Ctx:
         return {}
 
     def pair(self, a: str, b: str) -> dict:
-        return self.pairs.get(frozenset((a, b)), {})
+        return self.pairs.get(pair_key(a, b), {})
 
     def pair_class(self, a: str, b: str) -> str:
         """The topo -m token of a GPU pair (``NV18``, ``PIX`` ... ``SYS``); '' when unknown."""
@@ -234,8 +201,7 @@ class Ctx:
 
     def topo_cell(self, row: str, col: str) -> str:
         topo = self.results.get("nvidia_smi_topo") or {}
-        matrix = topo.get("matrix") or {}
-        return normalize_token((matrix.get(row) or {}).get(col))
+        return normalize_token(cell(topo.get("matrix"), row, col))
 
     def nv_pairs(self) -> dict[frozenset, int]:
         out = {}
@@ -453,3 +419,25 @@ def hca_selected(name: str, port: Any, mode: str, entries: list[tuple[str, int |
             hit = True
             break
     return not hit if mode.startswith("^") else hit
+
+
+# ---- GPUs of per-GPU sections the document does not carry (nvidia-smi -q, nvlink -e) -----------
+
+
+def gpu_label(ctx: Ctx, bdf: str | None, index: Any = None) -> str:
+    """The document's name of the GPU at PCI address ``bdf`` (``GPU3``), else ``GPU<index>``, else
+    the address: the name a finding uses for a GPU that a per-GPU section reports."""
+    if bdf:
+        for g in ctx.gpus:
+            if g.get("bdf") == bdf and g.get("name"):
+                return str(g["name"])
+    i = as_int(index)
+    if i is not None:
+        return f"GPU{i}"
+    return str(bdf or "GPU?")
+
+
+def section_gpus(ctx: Ctx, kind: str) -> list[tuple[str, dict]]:
+    """``(label, record)`` for each GPU record of section ``kind`` (``nvidia_smi_q``...), in printed order."""
+    return [(gpu_label(ctx, g.get("bdf"), g.get("index")), g)
+            for g in as_list((ctx.results.get(kind) or {}).get("gpus")) if isinstance(g, Mapping)]

@@ -1,10 +1,11 @@
-"""Host, NUMA and environment rules H01-H05, H07 of domain.md section 1e, X01 (the sources of
-one host disagree) and X02 (a device name unsafe in a shell).
+"""Host, NUMA and environment rules H01-H07 of domain.md section 1e, X01 (the sources of one host
+disagree) and X02 (a device name unsafe in a shell).
 
-Inputs: the document's ``gpus`` (CPU affinity, NUMA), ``gpu_nic``, ``nics``, ``warnings``; the NCCL
-environment (``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for H03/H04/H05/H07;
-``host_info`` ``netdevs``/``default_route_netdev`` for H05 and X02. H06/H08 need CUDA env or several
-nodes.
+Inputs: the document's ``gpus`` (CPU affinity, NUMA, model), ``gpu_nic``, ``nics``, ``warnings``; the
+NCCL environment (``host_info`` ``nccl_env`` mapping, or an ``nccl_env`` result) for H03/H04/H05/H07;
+``host_info`` ``netdevs``/``default_route_netdev`` for H05 and X02; GPU names of ``nvidia_smi_gpus``
+and ``nvidia_smi_q`` and the ``nvidia_smi_q`` minor numbers for H06. H08 compares several nodes:
+``apps/domain/fleet_rules.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections.abc import Mapping
 
 from apps.domain.findings._base import (
-    Ctx, Rule, as_int, as_list, finding, gpu_sort_key, join, normalize_token, nv_count,
+    Ctx, Rule, as_int, as_list, finding, gpu_label, gpu_sort_key, join, normalize_token, nv_count, section_gpus,
 )
 from apps.domain.shellsafe import is_safe_name, printable
 
@@ -33,6 +34,11 @@ H04 = Rule("H04", "IB transport disabled / fell back to sockets", "HIGH",
 H05 = Rule("H05", "Bootstrap/socket interface wrong", "HIGH",
            "Set NCCL_SOCKET_IFNAME==<the routable interface> (exact, with '='), or a prefix present and up on all nodes.",
            "env NCCL_SOCKET_IFNAME [S12]; NCCL #913, #286 [S49][S50]")
+H06 = Rule("H06", "GPU ordering / identity confusion", "MED",
+           "Name GPUs by UUID or PCI bus id (CUDA_VISIBLE_DEVICES=GPU-<uuid>, Slurm's AutoDetect=nvml), set "
+           "CUDA_DEVICE_ORDER=PCI_BUS_ID for jobs that use integer lists, and build per-rank GPU-to-NIC maps from "
+           "bus ids.",
+           "CUDA env vars doc [S30]; nvidia-smi help index [S29]; cuda-smi README, onnxruntime #28066 [S30b]")
 H07 = Rule("H07", "Debug variables left set", "LOW",
            "Remove them, or document why each is needed.",
            "env doc Debugging preamble [S12]; nccl-tests all_reduce.cu [S16]")
@@ -210,6 +216,65 @@ def rule_h05(ctx: Ctx) -> list[dict]:
     return []
 
 
+def _gpu_models(ctx: Ctx) -> dict[str, tuple[str, str | None]]:
+    """{GPU label: (model, bdf)} from the document, else the GPU query, else ``nvidia-smi -q``."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for g in ctx.gpus:
+        if g.get("model") and g.get("name"):
+            out[str(g["name"])] = (str(g["model"]), g.get("bdf"))
+    for kind, key in (("nvidia_smi_gpus", "name"), ("nvidia_smi_q", "name")):
+        for label, r in section_gpus(ctx, kind):
+            if r.get(key) and label not in out:
+                out[label] = (str(r[key]), r.get("bdf"))
+    return out
+
+
+_NOT_CUDA = re.compile(r"\b(?:AMD|Radeon|Instinct|Intel)\b", re.IGNORECASE)
+
+
+def _short_model(name: str) -> str:
+    return re.sub(r"^(NVIDIA|Tesla)\s+", "", name.strip())
+
+
+def rule_h06(ctx: Ctx) -> list[dict]:
+    """H06 GPU ordering / identity confusion.
+
+    Condition: (a) the node mixes GPU models (the jobs' CUDA_DEVICE_ORDER is not part of a report):
+    CUDA's default order (FASTEST_FIRST) then need not be nvidia-smi's PCI order, so integer
+    CUDA_VISIBLE_DEVICES lists and per-rank GPU-to-NIC maps built from nvidia-smi indices pick other
+    GPUs; (b) ``nvidia-smi -q`` (a complete capture, so indices are known) shows device minor numbers
+    (``/dev/nvidiaN``) in another order than the nvidia-smi indices: tools naming GPUs by device file
+    and tools using indices disagree about which GPU is which. MED. Source: CUDA env vars [S30];
+    nvidia-smi help [S29]; onnxruntime #28066 [S30b].
+    """
+    out = []
+    # CUDA enumerates NVIDIA GPUs only: an AMD GPU beside them does not change CUDA's order
+    models = {k: v for k, v in _gpu_models(ctx).items() if not _NOT_CUDA.search(v[0])}
+    kinds = sorted({_short_model(m) for m, _ in models.values()})
+    if len(kinds) > 1:  # the jobs' CUDA_DEVICE_ORDER never reaches a node report
+        listed = "; ".join(f"{label} {_short_model(m)}" + (f" ({bdf})" if bdf else "")
+                           for label, (m, bdf) in sorted(models.items(), key=lambda kv: gpu_sort_key(kv[0])))
+        msg = (f"This node mixes {join(kinds)} ({listed}). nvidia-smi and NVML number GPUs in PCI bus order, "
+               "CUDA by default fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST), so CUDA device 0 need not be "
+               "nvidia-smi GPU0: an integer CUDA_VISIBLE_DEVICES list, or a per-rank GPU-to-NIC map built from "
+               "nvidia-smi indices, can pick other GPUs than intended. The jobs' CUDA_DEVICE_ORDER is not reported.")
+        out.append(finding(H06, sorted(models, key=gpu_sort_key), msg))
+    rows = [(label, g) for label, g in section_gpus(ctx, "nvidia_smi_q")
+            if as_int(g.get("index")) is not None and as_int(g.get("minor_number")) is not None]
+    moved = [(label, g) for label, g in rows if as_int(g["minor_number"]) != as_int(g["index"])]
+    if moved and len(rows) > 1:
+        text = ", ".join(f"{gpu_label(ctx, g.get('bdf'), g.get('index'))} ({g.get('bdf')}) is "
+                         f"/dev/nvidia{as_int(g['minor_number'])}" for _, g in moved[:8])
+        more = f" and {len(moved) - 8} more" if len(moved) > 8 else ""
+        msg = (f"nvidia-smi's GPU indices (PCI bus order) and the GPUs' device files differ on {len(moved)} of "
+               f"{len(rows)} GPUs: {text}{more}. Anything that names GPUs by /dev/nvidiaN (a Slurm gres.conf File= "
+               "list, container device mappings, cgroup device rules) and anything that uses nvidia-smi indices "
+               "(CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER=PCI_BUS_ID, NVIDIA_VISIBLE_DEVICES) mean different GPUs "
+               "by the same number.")
+        out.append(finding(H06, [label for label, _ in moved], msg))
+    return out
+
+
 def rule_h07(ctx: Ctx) -> list[dict]:
     """H07 Debug variables left set.
 
@@ -306,4 +371,4 @@ def rule_x02(ctx: Ctx) -> list[dict]:
     return out
 
 
-RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h05, rule_h07, rule_x01, rule_x02]
+RULES = [rule_h01, rule_h02, rule_h03, rule_h04, rule_h05, rule_h06, rule_h07, rule_x01, rule_x02]

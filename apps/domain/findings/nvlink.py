@@ -1,8 +1,9 @@
-"""NVLink / NVSwitch rules N01, N02, N04, N05 of domain.md section 1b.
+"""NVLink / NVSwitch rules N01-N05 of domain.md section 1b.
 
 Inputs: the document's ``gpu_pairs`` classes (``NV#`` counts) and ``summary`` (GPU model,
-NVSwitch), raw ``nvidia_smi_p2p`` tokens (N02) and ``nvidia_smi_nvlink`` per-link rates (N01, N05).
-N03 (fabric manager state) needs ``nvidia-smi -q`` Fabric state, which no parser reports yet.
+NVSwitch), raw ``nvidia_smi_p2p`` tokens (N02), ``nvidia_smi_nvlink`` per-link rates (N01, N05),
+``nvidia_smi_q`` Fabric State/Status (N03) and ``nvidia_smi_nvlink_errors`` per-link error
+counters (N05's "check link errors", read when sent).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from apps.domain.findings._base import (
-    Ctx, Rule, as_float, as_int, as_list, finding, gpu_sort_key, join, nv_count,
+    Ctx, Rule, as_float, as_int, as_list, finding, gpu_sort_key, join, nv_count, section_gpus,
 )
 from apps.domain.findings.pcie import P2P_TOKENS, p2p_gaps
 
@@ -21,6 +22,11 @@ N01 = Rule("N01", "NVLink degraded / missing", "HIGH",
 N02 = Rule("N02", "NVLink pair with P2P disabled", "CRIT",
            "Fix the hardware or driver; only as a last resort set NCCL_IGNORE_DISABLED_P2P=1.",
            "paths.cc L396 WARN 'P2P is disabled between NVLINK connected GPUs' [S2]")
+N03 = Rule("N03", "NVSwitch fabric not initialised", "CRIT",
+           "Install and start the nvidia-fabricmanager package of exactly the driver's version (systemctl status "
+           "nvidia-fabricmanager; its log says why it stopped), then check that nvidia-smi -q shows Fabric State "
+           "Completed and Status Success on every GPU before starting jobs.",
+           "pytorch #35710, aws-samples #33, gpu-burn #133 [S55]")
 N04 = Rule("N04", "Partial NVLink mesh (no switch)", "INFO",
            "Nothing to fix: expected on cube-mesh and bridged boards. Group tightly-coupled ranks on NVLink "
            "neighbours; NCCL_NVB_DISABLE=1 only for debugging.",
@@ -167,6 +173,47 @@ def rule_n02(ctx: Ctx) -> list[dict]:
     return out
 
 
+_FABRIC_NONE = ("n/a", "not supported")  # no NVSwitch fabric behind this GPU
+
+
+def rule_n03(ctx: Ctx) -> list[dict]:
+    """N03 NVSwitch fabric not initialised.
+
+    Condition (``nvidia-smi -q``): a GPU reports a Fabric State (so it sits on an NVSwitch fabric:
+    PCIe GPUs print N/A) other than ``Completed``, or a Fabric Status other than ``Success``. CRIT:
+    CUDA cannot initialise on it until the fabric manager has programmed the NVSwitches. A GPU
+    without a Fabric section (older drivers, partial captures) or with N/A is not judged.
+    Source: pytorch #35710, aws-samples #33, gpu-burn #133 [S55].
+    """
+    bad: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    for label, g in section_gpus(ctx, "nvidia_smi_q"):
+        fab = g.get("fabric") if isinstance(g.get("fabric"), Mapping) else {}
+        state, status = fab.get("state"), fab.get("status")
+        if not state or str(state).strip().lower() in _FABRIC_NONE:
+            continue
+        if str(state).lower() == "completed" and (not status or str(status).lower() == "success"):
+            continue
+        bad.setdefault((str(state), str(status or "N/A")), []).append((label, fab))
+    out = []
+    for (state, status), rows in bad.items():
+        names = sorted((label for label, _ in rows), key=gpu_sort_key)
+        first = rows[0][1]  # NVLink5 multi-node domains: the clique and cluster of the first GPU
+        where = ", ".join(f"{word} {first[key]}" for word, key in (("clique", "clique_id"), ("cluster", "cluster_uuid"))
+                          if first.get(key))
+        why = (" The fabric manager is still training the NVSwitch links: right after boot this clears within "
+               "minutes; if it stays, the fabric manager is stuck or missing." if state.lower() == "in progress"
+               else " The fabric manager has not started (or not finished) programming the NVSwitches."
+               if state.lower() in ("not started", "not_started") else
+               " The fabric manager finished with an error: its log names the NVSwitch or link that failed."
+               if state.lower() == "completed" else "")
+        msg = (f"nvidia-smi -q reports NVSwitch fabric State '{state}', Status '{status}' on {join(names)}"
+               + (f" ({where})" if where else "") + "; a healthy NVSwitch system shows Completed / Success. Until "
+               "then CUDA cannot initialise on these GPUs (CUDA error 802 'system not yet initialized') and NCCL "
+               "jobs fail at start." + why)
+        out.append(finding(N03, names, msg))
+    return out
+
+
 def rule_n04(ctx: Ctx) -> list[dict]:
     """N04 Partial NVLink mesh (no switch).
 
@@ -200,7 +247,16 @@ def rule_n05(ctx: Ctx) -> list[dict]:
     Condition: an active link in ``nvidia-smi nvlink -s`` runs below the generation's raw rate
     (V100 25.781, A100 25, H100 26.5625, B200/B300 53.125 GB/s) or below the fastest link of the node.
     MED. Source: stas00 nvlink -s footnote [S31]; realdata/nvlink.
+
+    The rule's fix is "check link errors (nvidia-smi nvlink -e)": when that section is sent, a link
+    with replay, recovery or CRC errors is one MED finding per GPU ("NVLink link errors"): the link
+    retransmits or retrains, and every channel through it slows or stalls. Counters run from driver
+    load, so one sample cannot say when the errors happened.
     """
+    return _slow_links(ctx) + _link_errors(ctx)
+
+
+def _slow_links(ctx: Ctx) -> list[dict]:
     rows = _nvlink_gpus(ctx)
     if not rows:
         return []
@@ -227,4 +283,34 @@ def rule_n05(ctx: Ctx) -> list[dict]:
     return out
 
 
-RULES = [rule_n01, rule_n02, rule_n04, rule_n05]
+_ERROR_WORDS = (("replay_errors", "replay"), ("recovery_errors", "recovery"), ("crc_errors", "CRC"))
+
+
+def _link_errors(ctx: Ctx) -> list[dict]:
+    """N05's "check link errors": links with replay/recovery/CRC errors in ``nvidia-smi nvlink -e``."""
+    out = []
+    for g in as_list((ctx.results.get("nvidia_smi_nvlink_errors") or {}).get("gpus")):
+        if not isinstance(g, Mapping):
+            continue
+        label = _gpu_label(g)
+        parts = []
+        for link in as_list(g.get("links")):
+            if not isinstance(link, Mapping):
+                continue
+            counts = [(word, as_int(link.get(key))) for key, word in _ERROR_WORDS]
+            counts = [(w, n) for w, n in counts if n]
+            if counts:
+                parts.append(f"link {as_int(link.get('link'))}: " + ", ".join(f"{n} {w}" for w, n in counts))
+        if not parts:
+            continue
+        msg = (f"{label} has NVLink errors in nvidia-smi nvlink -e ({'; '.join(parts)}). Replays are link-level "
+               "retransmissions after CRC errors, recoveries are link retrainings: a link that keeps counting "
+               "slows (or stalls) every NCCL channel through it. The counters run from driver load; read them again "
+               "after a job to see whether they still rise.")
+        out.append(finding(N05, [label], msg, title="NVLink link errors",
+                           fix="Read nvidia-smi nvlink -e again after a job: if the counts rise, reseat the GPU or "
+                               "baseboard, or RMA it; drain the GPU meanwhile."))
+    return out
+
+
+RULES = [rule_n01, rule_n02, rule_n03, rule_n04, rule_n05]

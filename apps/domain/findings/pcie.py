@@ -1,8 +1,9 @@
-"""PCIe fabric rules P01-P11 of domain.md section 1a (GPU<->GPU paths, ACS, link training, sharing).
+"""PCIe fabric rules P01-P12 of domain.md section 1a (GPU<->GPU paths, ACS, link training, sharing, chipset).
 
 Inputs: the document's ``gpu_pairs`` (topo -m class per pair), ``graph`` PCIe edges (gen/width vs
 capability), ``contention``; raw ``nvidia_smi_p2p`` tokens, ``lspci_verbose`` ACSCtl and LnkSta/LnkCap,
-``nvidia_smi_gpus`` pstate and link generations.
+``nvidia_smi_gpus`` pstate and link generations; device names and parents of ``lspci_tree``,
+``hwloc_xml``, ``sysfs_pci`` and ``lspci_verbose`` (P12).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from apps.domain.bandwidth import pcie_link
 from apps.domain.parsers.host_info import iommu_words, is_passthrough
+from apps.domain.pci import pcie_generation
 from apps.domain.findings._base import (
     Ctx, Rule, as_float, as_int, as_list, finding, fmt_gbs, fmt_num, get, gpu_sort_key, join, normalize_token,
     nv_count,
@@ -66,6 +69,10 @@ P10 = Rule("P10", "Shared root port / root complex", "MED",
 P11 = Rule("P11", "Multi-NIC on a PCIe-only box", "INFO",
            "Set expectations: size the model with one NIC path per ring; extra NICs mostly help all-to-all.",
            "sjeaugey in NCCL #412 [S43]")
+P12 = Rule("P12", "Chipset-attached GPU", "MED",
+           "Use CPU-attached slots for all GPUs of a job (the board manual says which slots hang off the chipset); "
+           "leave chipset slots to NVMe, network and USB devices.",
+           "club-3090 measurements (secondary, PR #895) [S71]")
 
 P2P_TOKENS = {
     "CNS": "chipset not supported (chipset, ACS or IOMMU)",
@@ -76,25 +83,18 @@ P2P_TOKENS = {
     "U": "unknown",
 }
 
-_PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 15.75 / 16, 4: 31.5 / 16, 5: 63.0 / 16, 6: 121.0 / 16}
-_GTS_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
 def gen_from_gts(gts: Any) -> int | None:
-    v = as_float(gts)
-    if v is None:
-        return None
-    for k, g in _GTS_GEN.items():
-        if abs(v - k) < 0.01:
-            return g
-    return None
+    """PCIe generation of a parser's GT/s figure (:func:`apps.domain.pci.pcie_generation`)."""
+    return pcie_generation(as_float(gts))
 
 
 def pcie_gbs(gen: Any, width: Any) -> float | None:
+    """Spec GB/s per direction of a Gen ``gen`` x ``width`` link (:func:`apps.domain.bandwidth.pcie_link`)."""
     g, w = as_int(gen), as_int(width)
-    if g not in _PCIE_LANE_GBS or not w:
+    if not g or not w:
         return None
-    return round(_PCIE_LANE_GBS[g] * w, 2)
+    spec = pcie_link(g, w).spec_gbs
+    return round(spec, 2) if spec is not None else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -633,4 +633,92 @@ def rule_p11(ctx: Ctx) -> list[dict]:
     return [finding(P11, names, msg)]
 
 
-RULES = [rule_p01, rule_p02, rule_p03, rule_p04, rule_p05, rule_p06, rule_p07, rule_p08, rule_p09, rule_p10, rule_p11]
+# ------------------------------------------------------------------------------------------------
+# chipset (P12)
+
+# device names of a PC chipset: Intel PCH root ports and devices ("C610/X99 series chipset PCI Express Root
+# Port", "Cannon Lake PCH ..."), AMD chipsets behind a CPU root port ("600 Series Chipset USB 3.2
+# Controller", Promontory). AMD's on-die FCH ("FCH SMBus Controller") is not a chipset downlink.
+_CHIPSET_RE = re.compile(r"\bchipset\b|\bPCH\b|\bPromontory\b", re.IGNORECASE)
+
+
+def _pci_tree(ctx: Ctx) -> tuple[dict[str, str | None], dict[str, str]]:
+    """(parent, name) of each PCI function: parents from lspci -tv, hwloc and the sysfs ancestry;
+    names from lspci -tv, hwloc and lspci -vvv (``lspci -tv`` names no bridge)."""
+    parent: dict[str, str | None] = {}
+    names: dict[str, str] = {}
+    for d in ctx.pci_devices("lspci_tree"):
+        if d.get("bdf"):
+            parent.setdefault(d["bdf"], d.get("parent_bdf"))
+            if d.get("name"):
+                names.setdefault(d["bdf"], str(d["name"]))
+    for d in as_list((ctx.results.get("hwloc_xml") or {}).get("pci_devices")):
+        if isinstance(d, Mapping) and d.get("bdf"):
+            parent.setdefault(d["bdf"], d.get("parent_bdf"))
+            name = " ".join(str(d[k]) for k in ("vendor_name", "device_name") if d.get(k))
+            if name:
+                names.setdefault(d["bdf"], name)
+    for d in ctx.pci_devices("sysfs_pci"):
+        chain = [b for b in as_list(d.get("ancestry")) if b] + ([d["bdf"]] if d.get("bdf") else [])
+        for i, b in enumerate(chain):
+            parent.setdefault(b, chain[i - 1] if i else None)
+    for d in ctx.pci_devices("lspci_verbose"):
+        if d.get("bdf") and d.get("name"):
+            names.setdefault(d["bdf"], str(d["name"]))
+    return parent, names
+
+
+def _ancestors(parent: Mapping[str, str | None], bdf: str) -> list[str]:
+    out: list[str] = []
+    cur = parent.get(bdf)
+    while cur and cur not in out:
+        out.append(cur)
+        cur = parent.get(cur)
+    return out
+
+
+def rule_p12(ctx: Ctx) -> list[dict]:
+    """P12 Chipset-attached GPU.
+
+    Condition: a GPU's PCIe path goes through the chipset rather than a CPU root port: a bridge
+    above it is named as a chipset port (Intel PCH root ports, AMD chipset switch ports, as lspci
+    -vvv and hwloc name bridges), or the CPU root port above it also leads to chipset devices
+    (AMD boards hang the chipset, its USB/SATA controllers and its slots below one CPU root port;
+    ``lspci -tv`` names no bridge but names those devices). MED (LOW with a single GPU). A tree
+    without names for the chipset's devices says nothing: no finding. Source: club-3090 [S71].
+    """
+    parent, names = _pci_tree(ctx)
+    if not parent:
+        return []
+    gpus = [g for g in ctx.gpus if g.get("bdf") in parent]
+    gpu_bdfs = {g["bdf"] for g in gpus}
+    out = []
+    for g in gpus:
+        chain = _ancestors(parent, g["bdf"])
+        if not chain:
+            continue  # directly on a root bus: integrated, not behind any port
+        named = [b for b in chain if _CHIPSET_RE.search(names.get(b, ""))]
+        top = chain[-1]
+        if named:
+            via, why = named[0], f"{names[named[0]]} ({named[0]})"
+        else:
+            below = [b for b in parent if b not in gpu_bdfs and b[:-2] != g["bdf"][:-2] and top in _ancestors(parent, b)]
+            chipset = sorted({names[b] for b in below if _CHIPSET_RE.search(names.get(b, ""))})
+            if not chipset:
+                continue
+            via, why = top, f"root port {top}, which also leads to the chipset's {join(chipset)}"
+        link = _lspci(ctx, top)
+        gen, width = gen_from_gts(link.get("sta_speed_gts")), as_int(link.get("sta_width"))
+        uplink = (f" That uplink runs Gen{gen} x{width} ({fmt_gbs(pcie_gbs(gen, width))} per direction), shared with "
+                  "every device behind the chipset." if gen and width else
+                  " The uplink's width is not reported (lspci -vvv of that root port, as root, shows it).")
+        sev = None if len(ctx.gpus) > 1 else "LOW"
+        msg = (f"{g['name']} ({g['bdf']}) is attached through the chipset: its path to the CPU goes through {why}."
+               + uplink + " The chipset's narrow uplink bounds this GPU's traffic, and in a collective the slowest "
+               "GPU bounds every ring step; nvidia-smi topo -m shows PHB for it just as for a CPU-attached GPU.")
+        out.append(finding(P12, [g["name"], via], msg, severity=sev))
+    return out
+
+
+RULES = [rule_p01, rule_p02, rule_p03, rule_p04, rule_p05, rule_p06, rule_p07, rule_p08, rule_p09, rule_p10, rule_p11,
+         rule_p12]

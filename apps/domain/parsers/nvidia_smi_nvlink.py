@@ -32,7 +32,8 @@ Result :class:`NvlinkStatus`:
 ``warnings``: tuple of strings.
 
 Not this kind, rejected with a reason naming the command it is: ``nvidia-smi nvlink --capabilities``
-(``Link 0, P2P is supported: true``), ``nvidia-smi c2c -s`` (``C2C Link 0: ...``, Grace Hopper chip-to-chip)
+(``Link 0, P2P is supported: true``), ``nvidia-smi nvlink -e`` (``Link 0: Replay Errors: 0``, kind
+``nvidia_smi_nvlink_errors``), ``nvidia-smi c2c -s`` (``C2C Link 0: ...``, Grace Hopper chip-to-chip)
 and ``nvidia-smi -q`` dumps.
 """
 
@@ -73,6 +74,7 @@ _GPU_RE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s+(.*?)\s*(?:\(\s*UUID\s*:\s*([^)]*?)
 _LINK_RE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$")
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$", re.I)
 _INACTIVE_RE = re.compile(r"^<?\s*(inactive|disabled|n/?a|not supported|down)\s*>?$", re.I)
+_ERRORS_RE = re.compile(r"^[A-Za-z][A-Za-z ]*Errors\s*:", re.I)
 _CAPS_RE = re.compile(r"^\s*Link\s+\d+\s*,\s*.+:\s*(true|false)\s*$", re.I)
 _C2C_RE = re.compile(r"^\s*C2C\s+Link\s+\d+\s*:", re.I)
 _SMI_Q_RE = re.compile(r"^\s*(==============NVSMI LOG==============|Timestamp\s*:|Driver Version\s*:|Attached GPUs\s*:)")
@@ -109,6 +111,9 @@ def parse(text: str) -> NvlinkStatus:
                 active = gbps > 0
             elif _INACTIVE_RE.match(raw):
                 gbps, active = None, False
+            elif _ERRORS_RE.match(raw):
+                raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink -e' output (per-link error counters, "
+                                 "kind nvidia_smi_nvlink_errors), not the link status of 'nvidia-smi nvlink -s'")
             else:
                 raise ParseError(KIND, no, line, f"link {number} of GPU {current[0]}: expected "
                                  "'<number> GB/s' or '<inactive>'")
