@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 import plotly.graph_objects as go
 
 from apps.domain.compare import describe_link, doc_edges, upstream_links
+from apps.domain.names import natural_key
 
 __all__ = ["host_figure", "gpu_matrix_figure", "nic_matrix_figure", "path_figure", "capacity_figure",
            "host_figure_json", "gpu_matrix_figure_json", "nic_matrix_figure_json", "path_figure_json",
@@ -60,10 +61,6 @@ LEAF_KINDS = ("gpu", "nic", "nvme", "other")
 def esc(value: Any) -> str:
     """Escape a string for Plotly text (which renders some tags and decodes entities)."""
     return html.escape("" if value is None else str(value), quote=False)
-
-
-def _natural(name: Any) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
 
 
 def _fmt(v: float | None) -> str:
@@ -112,9 +109,9 @@ def node_positions(doc: Mapping) -> dict[str, tuple[float, float]]:
             continue
         children[parent].append(nid)
     for k in children:
-        children[k].sort(key=lambda i: (nodes[i]["kind"] in LEAF_KINDS, _natural(nodes[i].get("label") or i)
-                                        if nodes[i]["kind"] not in LEAF_KINDS else _natural(i)))
-    roots = sorted(children.get(None, []), key=lambda i: (nodes[i]["kind"] != "cpu", _natural(i)))
+        children[k].sort(key=lambda i: (nodes[i]["kind"] in LEAF_KINDS, natural_key(nodes[i].get("label") or i)
+                                        if nodes[i]["kind"] not in LEAF_KINDS else natural_key(i)))
+    roots = sorted(children.get(None, []), key=lambda i: (nodes[i]["kind"] != "cpu", natural_key(i)))
     depth: dict[str, int] = {}
     pos_x: dict[str, float] = {}
     cursor = [0.0]
@@ -310,7 +307,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
     if to_switch and nvs in pos:
         xs, ys, tx, ty, tt = [], [], [], [], []
         sx, sy = pos[nvs]
-        for gname, (links, gbs, _assumed) in sorted(to_switch.items(), key=lambda kv: _natural(kv[0])):
+        for gname, (links, gbs, _assumed) in sorted(to_switch.items(), key=lambda kv: natural_key(kv[0])):
             if gname not in pos:
                 continue
             gx, gy = pos[gname]
@@ -400,7 +397,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
     kind_order = list(KIND_STYLE)
     for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
         symbol, size, colour, label = KIND_STYLE[kind]
-        ids.sort(key=_natural)
+        ids.sort(key=natural_key)
         if kind == "nic":  # NICs sit close together: staggered annotations keep their names apart
             ordered = sorted(ids, key=lambda i: pos[i][0])
             for k, i in enumerate(ordered):
@@ -459,7 +456,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
 
 def gpu_matrix_spec(doc: Mapping, height: int = 340) -> dict:
     """GPU x GPU: path class in each cell, coloured by expected GB/s per direction; * = no P2P."""
-    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
+    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=natural_key)
     idx = {g: i for i, g in enumerate(gpus)}
     n = len(gpus)
     z = [[None] * n for _ in range(n)]
@@ -490,8 +487,8 @@ def gpu_matrix_spec(doc: Mapping, height: int = 340) -> dict:
 
 def nic_matrix_spec(doc: Mapping, height: int = 340) -> dict:
     """GPU x NIC: path class per cell coloured by GB/s; [ ] = the NIC NCCL picks; + = GPUDirect RDMA on."""
-    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=_natural)
-    nics = sorted({c["nic"] for c in doc.get("gpu_nic_matrix", [])}, key=_natural)
+    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=natural_key)
+    nics = sorted({c["nic"] for c in doc.get("gpu_nic_matrix", [])}, key=natural_key)
     chosen = {e["gpu"]: e["nic"] for e in doc.get("gpu_nic", [])}
     gi, ni = {g: i for i, g in enumerate(gpus)}, {n: i for i, n in enumerate(nics)}
     z = [[None] * len(nics) for _ in gpus]
@@ -622,8 +619,11 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
 CAPACITY_COLOURS = ("#2457c5", "#d9480f", "#2b8a3e", "#7048e8")
 
 
-def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -> dict:
-    """Expected all-reduce bus bandwidth against node count (1..64, log2 axis), one line per layout."""
+def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420,
+                  measured: Mapping[int, list[Mapping]] | None = None) -> dict:
+    """Expected all-reduce bus bandwidth against node count (1..64, log2 axis), one line per layout;
+    ``measured`` (layout index -> ``[{"nodes", "busbw_gbs", "label"}]``) adds the all-reduce runs
+    measured on that layout as points over its line."""
     data = []
     annotations = []
     for k, (name, doc) in enumerate(layouts):
@@ -636,6 +636,14 @@ def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420) -> 
                          customdata=[[esc(p.get("limit"))] for p in pts],
                          hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> busbw<br>limited by %{customdata[0]}"
                                        f"<extra>{esc(name)}</extra>"))
+        runs = (measured or {}).get(k) or []
+        if runs:
+            data.append(dict(type="scatter", mode="markers", x=[r["nodes"] for r in runs],
+                             y=[r["busbw_gbs"] for r in runs], name=f"measured on {esc(name.split(':')[0])}",
+                             marker=dict(symbol="x", size=12, color=colour, line=dict(width=1, color="#1d2330")),
+                             customdata=[[esc(r.get("label"))] for r in runs],
+                             hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> measured<br>%{customdata[0]}"
+                                           "<extra></extra>"))
         if pts:
             last = pts[-1]
             limit = str(est.get("limiting_link") or last.get("limit") or "")

@@ -113,7 +113,9 @@ def split_paste(text: str) -> list[Section]:
             if kind is not None and kind not in KINDS:  # a measurement or a fabric dump
                 what = ALL_KINDS[kind]
                 kind, error = None, (f"this is {what.command} output ({what.family} data), not something a node "
-                                     "says about itself; paste here the outputs of one host's commands")
+                                     "says about itself; paste here the outputs of one host's commands"
+                                     + ("; a measurement goes on the measurement page (/runs/paste/)"
+                                        if what.family == "run" else ""))
         sections.append(Section(kind, chunk_text, c["start"], len(body), error))
     seen: set[str] = set()
     out = []

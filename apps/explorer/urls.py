@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from apps.explorer import views
+from apps.explorer import run_pages, views
 
 app_name = "explorer"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.clusters, name="clusters"),
     path("paste/", views.paste, name="paste"),
     path("paste/detect/", views.paste_detect, name="paste-detect"),
+    path("runs/paste/", run_pages.run_paste, name="run-paste"),
     path("capacity/", views.capacity, name="capacity"),
     path("path/", views.path, name="path"),
     path("path/gpus/<int:snapshot_id>/", views.path_gpus, name="path-gpus"),
@@ -18,6 +19,7 @@ urlpatterns = [
     path("s/<str:token>/", views.share_view, name="share-view"),
     path("c/<str:cluster>/", views.cluster, name="cluster"),
     path("c/<str:cluster>/compare/", views.cluster_compare, name="cluster-compare"),
+    path("c/<str:cluster>/runs/<int:run_id>/", run_pages.run, name="run"),
     path("c/<str:cluster>/h/<str:hostname>/", views.host, name="host"),
     path("c/<str:cluster>/h/<str:hostname>/compare/", views.compare, name="compare"),
 ]

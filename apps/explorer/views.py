@@ -21,9 +21,10 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
+from apps.domain.names import natural_key
 from apps.domain.parsers import KINDS
 from apps.domain.shellsafe import export_block
-from apps.explorer import figures, fleet, labels, tables
+from apps.explorer import figures, fleet, labels, run_lists, tables
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import split_paste
@@ -37,7 +38,7 @@ from apps.ingest.models import Cluster, Host, Snapshot, Upload
 SEVERITIES = ("CRIT", "HIGH", "MED", "LOW", "INFO")
 
 
-def _cluster_or_404(request: HttpRequest, name: str) -> Cluster:
+def cluster_or_404(request: HttpRequest, name: str) -> Cluster:
     """The cluster if the person may view it; else 404 (other teams' clusters do not exist for them)."""
     c = access.visible_clusters(request.user).filter(name=name).first()
     if c is None:
@@ -45,7 +46,7 @@ def _cluster_or_404(request: HttpRequest, name: str) -> Cluster:
     return c
 
 
-def _host_or_404(request: HttpRequest, cluster: str, hostname: str) -> Host:
+def host_or_404(request: HttpRequest, cluster: str, hostname: str) -> Host:
     try:
         h = ingest.get_host(cluster, hostname)
     except Host.DoesNotExist:
@@ -73,7 +74,7 @@ def clusters(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
-    c = _cluster_or_404(request, cluster)
+    c = cluster_or_404(request, cluster)
     snaps = ex.cluster_snapshots(c)
     facts = ex.layout_facts(snaps)
     view = fleet.group_hosts(snaps, ex.snapshot_docs, facts)
@@ -94,6 +95,7 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
                      "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count})
     hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
     return render(request, "explorer/cluster.html", {
+        "runs": run_lists.runs_table(ingest.cluster_runs(c, 20)),
         "cluster": c, "rows": rows, "host_rows": tables.host_rows_html(rows, c.name), "groups": view.groups, "odd_count": len(view.odd),
         "totals": fleet.severity_totals(snaps), "severities": SEVERITIES, "hosts_without": hosts_without,
         "base_url": request.build_absolute_uri("/").rstrip("/"),
@@ -112,7 +114,7 @@ def _nccl_export(doc: dict) -> str:
 @login_required
 @require_GET
 def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
-    h = _host_or_404(request, cluster, hostname)
+    h = host_or_404(request, cluster, hostname)
     snap = ex.host_snapshot(h, _int(request.GET.get("snapshot")))
     history = list(ingest.host_snapshots(h)[:100])
     # a report just pasted and still being read by a worker: the page says so and refreshes
@@ -120,7 +122,8 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
                .exclude(status=Upload.Status.DONE).defer("raw").first())
     if snap is None:
         uploads = Upload.objects.filter(host=h).defer("raw").order_by("-received_at")[:5]
-        return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads, "pending": pending})
+        return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads, "pending": pending,
+                                                            "runs": run_lists.runs_table(ingest.host_runs(h, 20))})
     doc = ingest.get_snapshot_doc(snap.pk)
     previous = ex.previous_snapshot(snap)
     return render(request, "explorer/host.html", {
@@ -129,10 +132,11 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
         "fig_gpu": figures.gpu_matrix_figure_json(doc),
         "fig_nic": figures.nic_matrix_figure_json(doc),
         "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
-        "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: figures._natural(e["gpu"])),
+        "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: natural_key(e["gpu"])),
         "gpu_model": labels.gpu_model(doc.get("summary"), snap.gpu_model),
         "nic_header": labels.nic_header(doc.get("summary")), "nic_rates": labels.nic_rates(snap.nic_models),
         "assumptions": doc.get("assumptions") or [],
+        "runs": run_lists.runs_table(ingest.host_runs(h, 20)),
     })
 
 
@@ -294,7 +298,7 @@ def share_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
-    h = _host_or_404(request, cluster, hostname)
+    h = host_or_404(request, cluster, hostname)
     history = list(ingest.host_snapshots(h)[:200])
     b = ex.host_snapshot(h, _int(request.GET.get("b")))
     a = ex.host_snapshot(h, _int(request.GET.get("a"))) if request.GET.get("a") else (b and ex.previous_snapshot(b))
@@ -304,7 +308,7 @@ def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     doc_a, doc_b = ingest.get_snapshot_doc(a.pk), ingest.get_snapshot_doc(b.pk)
     diff = compare_docs(doc_a, doc_b)
     ctx.update({
-        "diff": diff, "doc_a": doc_a, "doc_b": doc_b,
+        "diff": diff, "doc_a": doc_a, "doc_b": doc_b, "runs": run_lists.before_after(a, b),
         "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460,
                                           title=f"Before: snapshot {a.pk}"),
         "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460,
@@ -327,7 +331,7 @@ def _parse_moment(value: str | None) -> datetime | None:
 @require_GET
 def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
     """The cluster at two moments: each host's snapshot in force then, compared."""
-    c = _cluster_or_404(request, cluster)
+    c = cluster_or_404(request, cluster)
     t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
     rows = []
     if t_a is not None:
@@ -553,7 +557,8 @@ def capacity(request: HttpRequest) -> HttpResponse:
         chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc, "nic_rates": labels.nic_rates(snap.nic_models),
                        "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x GPU, "
                                f"model {model})"})
-    fig = figures.capacity_figure_json([(c["name"], c["doc"]) for c in chosen]) if chosen else None
+    fig = figures.capacity_figure_json([(c["name"], c["doc"]) for c in chosen],
+                                       measured=run_lists.capacity_points([c["snap"] for c in chosen])) if chosen else None
     selected = {c["key"]: c["snap"].pk for c in chosen}
     if any(c["snap"].pk not in by_id for c in chosen):  # an older snapshot: offer it in the selectors too
         for c in chosen:

@@ -2,6 +2,7 @@
 
 Write (agent token, ``Authorization: Bearer tw_...``):
     POST /api/v1/reports                       one topoweb.report/1 JSON document -> 202
+    POST /api/v1/runs                          a measurement (also with a login and the editor role) -> 201
 Read (logged-in session; the token that sent an upload may also read its status):
     GET  /api/v1/uploads/{id}                  status, error (section, line_no, line, reason)
     GET  /api/v1/uploads/{id}/report           the raw report as received (session only)
@@ -12,12 +13,16 @@ Read (logged-in session; the token that sent an upload may also read its status)
     GET  /api/v1/snapshots/{id}                the snapshot document (graph, findings, ...)
     GET  /api/v1/path?src=REF&dst=REF          REF = <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>
     GET  /api/v1/imports/{id}                  bulk import progress
+    GET  /api/v1/runs/{id}                     a run, its verdict and evidence (session, or the token that sent it)
+    GET  /api/v1/runs/{id}/raw                 the run's text exactly as received
+    GET  /api/v1/clusters/{cluster}/runs       recent runs (?verdict=below_expected)
 
 Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -29,8 +34,8 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
-from apps.ingest import access, imports, ratelimit, reports, selectors, services
-from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Snapshot, Upload
+from apps.ingest import access, imports, ratelimit, reports, runs, selectors, services
+from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Run, Snapshot, Upload
 from topoweb import errors
 
 log = logging.getLogger(__name__)
@@ -284,3 +289,149 @@ def get_import(request: HttpRequest, job_id: int):
             "errors_omitted": imports.import_errors_omitted(job),
             "message": job.message, "created_at": job.created_at, "started_at": job.started_at,
             "finished_at": job.finished_at}
+
+
+# ---------------------------------------------------------------------------------------- runs
+
+
+class RunIn(Schema):
+    """A measurement (documented here; the body is read and checked by ``runs.submit_run``)."""
+
+    kind: str | None = None  # nccl_tests | nccl_log | perftest | p2p_bandwidth; detected when left out
+    text: str  # the output exactly as the tool printed it
+    cluster: str | None = None  # with a login: the cluster (editor role); a token writes into its own
+    hosts: list[str] | dict[str, str] | None = None  # where it ran, when the output does not say
+    collected_at: str | None = None  # when it was measured (ISO 8601)
+    name: str | None = None  # a file name, shown with line numbers
+
+
+class RunAccepted(Schema):
+    run_id: int
+    status: str
+    kind: str | None
+    verdict: str | None
+    reason: str | None
+    duplicate: bool
+    url: str
+    page: str
+
+
+class RunUnreadable(Schema):
+    error: str  # FILE:LINE: reason
+    code: str
+    run_id: int
+    line_no: int
+    line: str
+    reason: str
+
+
+def _run_urls(request: HttpRequest, run: Run) -> dict:
+    return {"url": request.build_absolute_uri(reverse("api:run", args=[run.pk])),
+            "page": request.build_absolute_uri(reverse("explorer:run", args=[run.cluster.name, run.pk]))}
+
+
+def _run_target(request: HttpRequest, body: dict) -> Cluster | HttpResponse:
+    """The cluster a posted run goes into: the token's own, or the named one where the signed-in
+    person is an editor (404 when they may not see it, 403 when they may only view it)."""
+    name = body.get("cluster")
+    if isinstance(request.auth, AgentToken):
+        if name not in (None, "", request.auth.cluster.name):
+            return error(request, f"cluster: this token writes into cluster {request.auth.cluster.name!r} only", 400,
+                         "invalid_field", field="cluster")
+        return request.auth.cluster
+    if not isinstance(name, str) or not name:
+        return error(request, "cluster: name the cluster to store the run in", 400, "invalid_field", field="cluster")
+    cluster = access.visible_clusters(request.user).filter(name=name).first()
+    if cluster is None:
+        return error(request, f"no cluster {name!r}", 404, "not_found")
+    if not access.has_role(request.user, cluster, access.EDITOR):
+        return error(request, f"your role in cluster {name!r} is {access.role_of(request.user, cluster)}; submitting "
+                     "runs needs editor", 403, "forbidden")
+    return cluster
+
+
+@api.post(
+    "/runs", auth=[token_auth, django_auth], url_name="runs",
+    response={200: RunAccepted, 201: RunAccepted, 400: RunUnreadable | ErrorOut, 401: ErrorOut, 403: ErrorOut,
+              404: ErrorOut, 413: ErrorOut, 429: ErrorOut},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": RunIn.model_json_schema()}}}},
+    summary="Submit a measurement: nccl-tests, an NCCL log, perftest or a P2P test (agent token or editor login)",
+)
+def post_run(request: HttpRequest):
+    """Store the text verbatim, read it and check it against the layouts of the hosts it touched:
+    201 with the verdict (200 and ``duplicate: true`` for a text already stored). Text that cannot
+    be read answers 400 with ``FILE:LINE: reason`` and the line; it is stored all the same."""
+    if isinstance(request.auth, AgentToken):
+        limited = ratelimit.check_reports(request.auth.prefix)
+        if limited is not None:
+            response = error(request, f"too many posts with this token: at most {limited.limit} a minute "
+                             f"(TOPOWEB_RATE_LIMIT_PER_MINUTE); retry after {limited.retry_after} s",
+                             429, "rate_limited", retry_after=limited.retry_after)
+            response["Retry-After"] = str(limited.retry_after)
+            return response
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > settings.MAX_REPORT_BYTES + 64 * 1024:
+        return error(request, f"body is {declared} bytes; the limit is {settings.MAX_REPORT_BYTES} bytes of text",
+                     413, "too_large", limit=settings.MAX_REPORT_BYTES)
+    try:
+        body = json.loads(request.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return error(request, f"body is not JSON: {exc}", 400, "not_json")
+    if not isinstance(body, dict):
+        return error(request, "body must be a JSON object {\"text\": ...}", 400, "invalid_field", field="(root)")
+    target = _run_target(request, body)
+    if isinstance(target, HttpResponse):
+        return target
+    token = request.auth if isinstance(request.auth, AgentToken) else None
+    try:
+        run, created = runs.submit_run(
+            cluster=target, text=body.get("text"), kind=body.get("kind"), hosts=body.get("hosts"),
+            collected_at=body.get("collected_at"), via=Upload.Via.AGENT if token else Upload.Via.WEB, token=token,
+            user=None if token else request.user, source_name=str(body.get("name") or "")[:500])
+    except reports.ReportRejected as exc:
+        return api.create_response(request, exc.as_dict(), status=exc.status)
+    if run.status == Run.Status.FAILED:
+        e = run.error or {}
+        return Status(400, {"error": runs.run_error_text(run), "code": "unreadable_run", "run_id": run.pk,
+                            "line_no": e.get("line_no", 0), "line": e.get("line", ""), "reason": e.get("reason", "")})
+    return Status(201 if created else 200, {"run_id": run.pk, "status": run.status, "kind": run.kind,
+                                            "verdict": run.verdict or None, "reason": run.reason or None,
+                                            "duplicate": not created, **_run_urls(request, run)})
+
+
+def _run_or_404(request: HttpRequest, run_id: int) -> Run | HttpResponse:
+    run = Run.objects.select_related("cluster").filter(pk=run_id).first()
+    if isinstance(request.auth, AgentToken):
+        if run is None or run.token_id != request.auth.pk:
+            return error(request, f"no run {run_id} sent with this token", 404, "not_found")
+    elif run is None or not access.has_role(request.user, run.cluster, access.VIEWER):
+        return error(request, f"no run {run_id}", 404, "not_found")
+    return run
+
+
+@api.get("/runs/{run_id}", auth=[django_auth, token_auth], url_name="run",
+         summary="A run: measured, expected, verdict and evidence (session, or the token that sent it)")
+def get_run(request: HttpRequest, run_id: int):
+    run = _run_or_404(request, run_id)
+    if isinstance(run, HttpResponse):
+        return run
+    return {**selectors.run_summary(run), "result": run.result, **_run_urls(request, run)}
+
+
+@api.get("/runs/{run_id}/raw", auth=django_auth, url_name="run-raw", summary="The run's text exactly as received")
+def get_run_raw(request: HttpRequest, run_id: int):
+    run = _run_or_404(request, run_id)
+    if isinstance(run, HttpResponse):
+        return run
+    return HttpResponse(run.raw.encode("utf-8"), content_type="text/plain; charset=utf-8")
+
+
+@api.get("/clusters/{cluster}/runs", auth=django_auth, url_name="cluster-runs",
+         summary="Recent runs of a cluster (newest first, at most 500)")
+def list_runs(request: HttpRequest, cluster: str, verdict: str | None = None):
+    c = _cluster_or_404(request, cluster)
+    if verdict and verdict not in Run.Verdict.values:
+        return error(request, f"verdict must be one of {', '.join(Run.Verdict.values)}", 400, "invalid_field",
+                     field="verdict")
+    return [selectors.run_summary(r) for r in selectors.cluster_runs(c, limit=500, verdict=verdict)]

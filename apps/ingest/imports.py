@@ -1,6 +1,6 @@
 """Bulk imports of report files: a folder, a ``.tar.gz``/``.tgz``/``.tar`` archive, or one JSON file.
 
-``iter_report_sources(path, *, name=None) -> ReportListing``  the reports found, with damage and
+``iter_report_sources(path, *, name=None) -> ReportListing``  the reports (and runs) found, with damage and
     member-limit notices (read and verified to the end of the archive's compressed stream,
     ``apps.ingest.archive``)
 ``import_reports(*, cluster, path, user=None, progress=None, sources=None) -> ImportSummary``
@@ -8,6 +8,12 @@
 ``start_import(*, cluster, path_or_fileobj, user) -> ImportJob``  background, pollable
 ``run_import_job(job_id) -> None``  the worker side of ``start_import``; the job always ends
     ``done``, ``done_with_errors`` or ``failed``
+
+Runs (measurements: nccl-tests, NCCL logs, perftest, P2P tests) travel with the reports: every
+``*.log`` and ``*.out`` file, and every ``*.txt`` file under a folder named ``runs``, is imported
+as a run (``apps.ingest.runs.submit_run``, kind detected). A run in a capture folder, or in the
+``runs/`` folder of one, is checked against that folder's host (its ``hostname.txt``, else the
+folder name); elsewhere against the hosts it names itself.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.domain.parsers import KINDS
-from apps.ingest import archive, services
+from apps.ingest import archive, runs, services
 from apps.ingest.models import Cluster, ImportJob, Upload
 from apps.ingest.reports import REPORT_SCHEMA, ReportRejected, decode_report
 
@@ -65,10 +71,37 @@ def _clean_text(text: str, limit: int = _TEXT_MAX) -> str:
 
 @dataclass(frozen=True)
 class ReportSource:
-    """One report found in a folder or archive: a JSON file or a capture folder."""
+    """One report found in a folder or archive (a JSON file or a capture folder), or one run
+    (``is_run``: ``load`` returns ``(text, host hint or None)``)."""
 
     name: str
     load: Callable[[], dict]
+    is_run: bool = False
+
+
+RUN_SUFFIXES = (".log", ".out")
+RUNS_FOLDER = "runs"
+
+
+def is_run_name(path: str) -> bool:
+    """Whether a member is a run: ``*.log`` / ``*.out`` anywhere, ``*.txt`` under a ``runs`` folder."""
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    if base.startswith(".") or base.startswith("._"):
+        return False
+    return base.endswith(RUN_SUFFIXES) or (base.endswith(".txt") and RUNS_FOLDER in parts[:-1])
+
+
+def _host_folder(folder: str) -> str:
+    """The capture folder a run belongs to: its own folder, or the parent of a ``runs`` folder."""
+    parts = [p for p in folder.split("/") if p]
+    if parts and parts[-1] == RUNS_FOLDER:
+        parts = parts[:-1]
+    return "/".join(parts)
+
+
+def _run_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -179,6 +212,9 @@ def _sources_from_dir(root: Path, label: str, max_members: int) -> ReportListing
                 fp = folder_path / name
                 listing.sources.append(ReportSource(str(rel / name), lambda fp=fp, n=str(rel / name): _load_json_report(
                     _read_limited(fp), n)))
+            elif is_run_name(str(rel / name)):
+                listing.sources.append(ReportSource(str(rel / name), _dir_run_loader(root, folder_path / name),
+                                                    is_run=True))
         captures = [n for n in names if _is_capture_name(n) and n != "hostname.txt"]
         if captures:
             where = str(rel) if str(rel) != "." else root.name
@@ -193,6 +229,19 @@ def _sources_from_dir(root: Path, label: str, max_members: int) -> ReportListing
                              f"files after {last} were not read")
             break
     return listing
+
+
+def _dir_run_loader(root: Path, fp: Path) -> Callable[[], tuple[str, str | None]]:
+    """The loader of a run file in a folder tree: its text and the host of its capture folder."""
+    def load() -> tuple[str, str | None]:
+        folder = root / _host_folder(str(fp.parent.relative_to(root)))
+        hint = None
+        if folder != root and any(_is_capture_name(n) and n != "hostname.txt" for n in os.listdir(folder)):
+            named = folder / "hostname.txt"
+            hint = (_read_limited(named).decode("utf-8", "replace").strip() if named.is_file() else "") or folder.name
+        return _run_text(_read_limited(fp)), hint
+
+    return load
 
 
 def _read_limited(fp: Path) -> bytes:
@@ -223,12 +272,24 @@ def _sources_from_tar(tar: tarfile.TarFile, archive_name: str, max_members: int)
             continue
         if base.endswith(".json"):
             entries.append(ReportSource(m.name, lambda m=m: _load_json_report(read(m), m.name)))
+        elif is_run_name(m.name):
+            entries.append(ReportSource(m.name, lambda m=m: (_run_text(read(m)), _tar_hint(m.name)), is_run=True))
         elif _is_capture_name(base):
             folder = m.name.rsplit("/", 1)[0] if "/" in m.name else ""
             if folder not in folders:
                 folders[folder] = []
                 entries.append(folder)
             folders[folder].append(m)
+    def _tar_hint(name: str) -> str | None:
+        """The host of a run's capture folder in the archive (its hostname.txt, else its name)."""
+        folder = _host_folder(name.rsplit("/", 1)[0] if "/" in name else "")
+        items = folders.get(folder) or []
+        if not any(not m.name.endswith("hostname.txt") for m in items):
+            return None
+        named = next((m for m in items if m.name.endswith("/hostname.txt") or m.name == "hostname.txt"), None)
+        text = read(named).decode("utf-8", "replace").strip() if named is not None else ""
+        return text or folder.rsplit("/", 1)[-1] or None
+
     sources: list[ReportSource] = []
     for entry in entries:
         if isinstance(entry, ReportSource):
@@ -266,17 +327,25 @@ class ImportSummary:
     errors: list[tuple[str, str]] = field(default_factory=list)  # (file, message)
     errors_omitted: int = 0
     upload_ids: list[int] = field(default_factory=list)  # the uploads created
+    runs_total: int = 0
+    runs_created: int = 0
+    runs_duplicates: int = 0
+    runs_rejected: int = 0  # runs that could not be read (stored all the same) or were refused
     damage: str = ""
     limit: str = ""
     max_errors: int = field(default_factory=import_max_errors)
 
     @property
     def processed(self) -> int:
-        return self.created + self.duplicates + self.rejected
+        return self.created + self.duplicates + self.rejected + self.runs_created + self.runs_duplicates + \
+            self.runs_rejected
 
-    def reject(self, name: str, message: str) -> None:
-        """Count one rejected member; list it while fewer than ``max_errors`` are listed."""
-        self.rejected += 1
+    def reject(self, name: str, message: str, *, run: bool = False) -> None:
+        """Count one rejected member (a report, or a run); list it while fewer than ``max_errors`` are listed."""
+        if run:
+            self.runs_rejected += 1
+        else:
+            self.rejected += 1
         if len(self.errors) < self.max_errors:
             self.errors.append((_clean_text(name), _clean_text(message)))
         else:
@@ -288,14 +357,20 @@ class ImportSummary:
         left unread (member limit), else ``done``."""
         if self.damage:
             return ImportJob.Status.FAILED
-        if self.rejected or self.limit:
+        if self.rejected or self.runs_rejected or self.limit:
             return ImportJob.Status.DONE_WITH_ERRORS
         return ImportJob.Status.DONE
+
+    def describe_runs(self) -> str:
+        return (f"runs: {self.runs_created} new, {self.runs_duplicates} already stored, {self.runs_rejected} "
+                "unreadable")
 
     def describe(self) -> str:
         """One line: the damage or the limit when there is one, then the counts."""
         counts = (f"{self.created} new, {self.duplicates} already stored, {self.rejected} rejected "
-                  f"of {self.total} reports")
+                  f"of {self.total - self.runs_total} reports")
+        if self.runs_total:
+            counts += "; " + self.describe_runs()
         if self.damage:
             counts = "imported before the damage: " + counts
         return "; ".join([note for note in (self.damage, self.limit) if note] + [counts])
@@ -322,8 +397,14 @@ def import_reports(
     listing = iter_report_sources(path) if sources is None else sources
     try:
         summary = ImportSummary(total=len(listing), damage=getattr(listing, "damage", ""),
-                                limit=getattr(listing, "limit", ""))
+                                limit=getattr(listing, "limit", ""),
+                                runs_total=sum(1 for source in listing if source.is_run))
         for source in listing:
+            if source.is_run:
+                _import_run(summary, cluster=cluster, source=source, user=user)
+                if progress is not None:
+                    progress(source.name, summary)
+                continue
             try:
                 upload, created = _import_one(cluster=cluster, source=source, user=user)
             except (MemoryError, SoftTimeLimitExceeded):  # the process or the task is out of room or time
@@ -342,6 +423,27 @@ def import_reports(
         if sources is None:
             listing.close()
     return summary
+
+
+def _import_run(summary: ImportSummary, *, cluster: Cluster, source: ReportSource, user) -> None:
+    """Store one run (its own transaction) and count it; an unreadable one is kept and listed with
+    ``FILE:LINE: reason``."""
+    try:
+        text, hint = source.load()
+        with transaction.atomic():
+            run, created = runs.submit_run(cluster=cluster, text=text, via=Upload.Via.IMPORT, user=user,
+                                           hosts=[hint] if hint else None, source_name=_clean_text(source.name))
+    except (MemoryError, SoftTimeLimitExceeded):
+        raise
+    except Exception as exc:
+        summary.reject(source.name, _member_error(source.name, exc), run=True)
+        return
+    if run.status == run.Status.FAILED:
+        summary.reject(source.name, f"{runs.run_error_text(run)} (the text is kept as run {run.pk})", run=True)
+    elif created:
+        summary.runs_created += 1
+    else:
+        summary.runs_duplicates += 1
 
 
 def _import_one(*, cluster: Cluster, source: ReportSource, user) -> tuple[Upload, bool]:

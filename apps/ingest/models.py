@@ -241,3 +241,86 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} {self.source_name} ({self.status} {self.processed}/{self.total})"
+
+
+class Run(models.Model):
+    """One measurement (nccl-tests, an NCCL log, perftest, a P2P test) as received, and its check.
+
+    ``raw`` is the text exactly as sent and is never changed; ``content_hash`` (sha256 of ``raw``)
+    makes the same text sent again to a cluster a duplicate. ``parsed`` is the parser's result
+    (``apps.domain.parsers``, ``to_jsonable``; kept up to 1 MB of JSON, else read again from ``raw``
+    when needed) and ``result`` the check of
+    ``apps.domain.runs.check_run`` against the snapshots in force on the hosts it touched when it
+    was measured; both are derived and rebuilt by ``apps.ingest.runs.check_stored_run``. A run
+    that cannot be read is kept ``failed`` with ``error = {"line_no", "line", "reason"}``.
+    ``verdict``, ``reason``, ``efficiency``, ``measured`` and ``expected`` repeat the result for lists.
+    """
+
+    class Status(models.TextChoices):
+        DONE = "done"  # read and checked
+        FAILED = "failed"  # the text could not be read (see ``error``); the raw text is kept
+
+    class Verdict(models.TextChoices):
+        HEALTHY = "healthy"
+        BELOW_EXPECTED = "below_expected"
+        BROKEN = "broken"
+        NOT_COMPARABLE = "not_comparable"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=32, blank=True, default="")  # a run kind of the parser registry
+    via = models.CharField(max_length=10, choices=Upload.Via.choices)
+    token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source_name = models.CharField(max_length=500, blank=True, default="")  # the file name, when there is one
+    description = models.TextField(blank=True, default="")  # provenance, e.g. the demo's "SYNTHETIC pairing: ..."
+    raw = models.TextField()
+    size_bytes = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    hosts_hint = models.JSONField(default=list, blank=True)  # the hosts the sender named (list or {run: ours})
+    received_at = models.DateTimeField(auto_now_add=True)
+    collected_at = models.DateTimeField(null=True, blank=True)  # when it was measured, as the sender says
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DONE)
+    error = models.JSONField(null=True, blank=True)
+    parsed = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    verdict = models.CharField(max_length=20, choices=Verdict.choices, blank=True, default="")
+    reason = models.TextField(blank=True, default="")  # the verdict in one sentence
+    efficiency = models.FloatField(null=True, blank=True)
+    measured = models.FloatField(null=True, blank=True)  # in ``unit``
+    expected = models.FloatField(null=True, blank=True)
+    unit = models.CharField(max_length=8, blank=True, default="")
+    hosts = models.ManyToManyField(Host, through="RunHost", related_name="runs")
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "content_hash"], name="ingest_run_unique_content")]
+        indexes = [models.Index(fields=["cluster", "received_at"], name="ingest_run_cluster_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.kind or 'unreadable'} ({self.verdict or self.status})"
+
+    @property
+    def measured_at(self):
+        """When it was measured: the sender's ``collected_at``, else its arrival."""
+        return self.collected_at or self.received_at
+
+
+class RunHost(models.Model):
+    """A host a run touched, as the run names it (``hostname``), with the topoweb host it matched
+    (null while no host of that name has reported), the snapshot its check used, and the GPUs
+    (``[{"rank", "device", "bdf", "gpu"}]``) and NICs it used there."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="run_hosts")
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.CASCADE, related_name="run_hosts")
+    hostname = models.CharField(max_length=253)  # as the run (or the sender's hint) names it
+    snapshot = models.ForeignKey(Snapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="run_hosts")
+    gpus = models.JSONField(default=list, blank=True)
+    nics = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["hostname"], name="ingest_runhost_name_idx")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} on {self.hostname}"

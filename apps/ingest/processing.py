@@ -7,6 +7,9 @@
 ``rebuild_snapshots(*, cluster=None, host=None, progress=None) -> RebuildSummary``
 ``sweep_uploads(*, older_than_seconds=None) -> list[int]``  ids re-enqueued (stuck ``received``,
     or ``processing`` with an expired lease); also ends import jobs whose worker died.
+
+A snapshot that ``process_upload`` stores re-checks the runs that waited for its host's layout
+(``apps.ingest.runs.recheck_after_snapshot``).
 """
 
 from __future__ import annotations
@@ -274,7 +277,21 @@ def process_upload(upload_id: int) -> str:
         log.warning("upload %s: analysis stopped after %d s (TOPOWEB_TASK_SOFT_TIME_LIMIT)", upload_id,
                     settings.TASK_SOFT_TIME_LIMIT)
         outcome = _Outcome(error=time_limit_error())
-    return _store_outcome(upload, outcome, from_status=Upload.Status.PROCESSING, attempt=upload.attempts)
+    status = _store_outcome(upload, outcome, from_status=Upload.Status.PROCESSING, attempt=upload.attempts)
+    if status == Upload.Status.DONE:
+        _recheck_runs(upload.host_id)
+    return status
+
+
+def _recheck_runs(host_id: int) -> None:
+    """Check again the runs that waited for this host's layout (``runs.recheck_after_snapshot``);
+    a failure there is logged and never fails the upload."""
+    from apps.ingest import runs
+
+    try:
+        runs.recheck_after_snapshot(host_id)
+    except Exception:
+        log.exception("re-checking the runs of host %s failed", host_id)
 
 
 @dataclass

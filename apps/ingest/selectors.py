@@ -13,6 +13,12 @@
     a cluster ``user`` may view (``ANYONE``: no check, for share links); raises ``RefError``
     (``.status`` 400 or 404) naming what is wrong.
 ``path_between_refs(src, dst, user) -> dict``  ``apps.domain.analysis.path_between`` on stored documents.
+``run_summary(run) -> dict``  a run as the API lists it (no raw text, no result).
+``cluster_runs(cluster, limit=50, verdict=None)`` / ``host_runs(host, limit=50)`` -> QuerySet[Run]
+    newest first (by when they were measured), raw text and parsed result deferred.
+``runs_on_snapshots(snapshot_ids) -> dict[snapshot id, list[Run]]``  the runs checked against each snapshot.
+``layout_runs(cluster, fingerprint, snapshot_id, kind="nccl_tests", limit=20) -> list[Run]``
+    runs checked against a snapshot of that layout (results loaded).
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from apps.ingest.models import Cluster, Host, ImportJob, Snapshot, Upload
+from apps.ingest.models import Cluster, Host, ImportJob, Run, RunHost, Snapshot, Upload
 
 GPU_RE = re.compile(r"^GPU(\d+)$")
 ANYONE = object()  # resolve_gpu_ref without an access check
@@ -165,3 +172,65 @@ def path_between_refs(src: str, dst: str, user) -> dict:
     snap_b, gpu_b = resolve_gpu_ref(dst, user)
     result = path_between(snap_a.document, gpu_a, snap_b.document, gpu_b)
     return {**result, "src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk}
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+RUN_LIST_DEFER = ("raw", "parsed", "result")
+
+
+def _runs(*, with_result: bool = False) -> QuerySet[Run]:
+    deferred = ("raw", "parsed") if with_result else RUN_LIST_DEFER
+    return (Run.objects.select_related("cluster").defer(*deferred)
+            .annotate(measured_on=Coalesce("collected_at", "received_at")).order_by("-measured_on", "-id"))
+
+
+def cluster_runs(cluster: Cluster, limit: int | None = 50, verdict: str | None = None) -> QuerySet[Run]:
+    qs = _runs().filter(cluster=cluster).prefetch_related("run_hosts__host")
+    if verdict:
+        qs = qs.filter(verdict=verdict)
+    return qs[:limit] if limit else qs
+
+
+def host_runs(host: Host, limit: int = 50) -> QuerySet[Run]:
+    ids = RunHost.objects.filter(host=host).values("run_id")
+    return _runs().filter(pk__in=ids).prefetch_related("run_hosts__host")[:limit]
+
+
+def runs_on_snapshots(snapshot_ids: list[int]) -> dict[int, list[Run]]:
+    """The runs checked against each of these snapshots, newest first."""
+    out: dict[int, list[Run]] = {pk: [] for pk in snapshot_ids}
+    links = RunHost.objects.filter(snapshot_id__in=snapshot_ids).values_list("snapshot_id", "run_id")
+    by_run: dict[int, set[int]] = {}
+    for snap, run in links:
+        by_run.setdefault(run, set()).add(snap)
+    for run in _runs(with_result=True).filter(pk__in=list(by_run)).prefetch_related("run_hosts"):
+        for snap in by_run[run.pk]:
+            out[snap].append(run)
+    return out
+
+
+def layout_runs(cluster: Cluster, fingerprint: str | None, snapshot_id: int, kind: str = "nccl_tests",
+                limit: int = 20) -> list[Run]:
+    """Readable runs of ``kind`` in ``cluster`` made on this layout alone: every host they touched
+    was checked against a snapshot of it (same fingerprint; the snapshot itself when it has none).
+    Newest first, with their results."""
+    links = RunHost.objects.filter(run__cluster=cluster, run__kind=kind, run__status=Run.Status.DONE)
+    same = Q(snapshot__fingerprint=fingerprint) if fingerprint else Q(snapshot_id=snapshot_id)
+    elsewhere = links.exclude(same) | links.filter(snapshot__isnull=True)
+    ids = links.filter(same).exclude(run_id__in=elsewhere.order_by().values("run_id")).order_by().values("run_id")
+    return list(_runs(with_result=True).filter(pk__in=ids)[:limit])
+
+
+def run_summary(run: Run) -> dict:
+    """A run as ``GET /api/v1/runs/{id}`` and the cluster listing give it (without text and result)."""
+    return {
+        "run_id": run.pk, "cluster": run.cluster.name, "kind": run.kind or None, "status": run.status,
+        "verdict": run.verdict or None, "reason": run.reason or None, "measured": run.measured,
+        "expected": run.expected, "unit": run.unit or None, "efficiency": run.efficiency, "via": run.via,
+        "source_name": run.source_name, "received_at": run.received_at, "collected_at": run.collected_at,
+        "checked_at": run.checked_at, "error": run.error,
+        "hosts": [{"hostname": rh.hostname, "host": rh.host.hostname if rh.host_id else None,
+                   "snapshot_id": rh.snapshot_id, "gpus": [g.get("bdf") or g.get("gpu") for g in rh.gpus or []],
+                   "nics": rh.nics} for rh in run.run_hosts.all()],
+    }

@@ -2,8 +2,11 @@
 // The page paints first; then the figures are drawn one at a time in page order (the main drawing
 // first), yielding a frame between them so the page answers clicks and scrolls meanwhile. Each
 // drawing is timed as a performance measure "plot <id>".
-const CONFIG = { responsive: true, displaylogo: false, scrollZoom: true,
-  modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"] };
+// No cloud buttons ("Share chart...", "Edit in Chart Studio"): sites running topoweb are often air-gapped,
+// and their figures must not be offered for upload (Plotly.js 4 shows the share button by default).
+const CONFIG = { responsive: true, displaylogo: false, scrollZoom: true, showSendToCloud: false,
+  showEditInChartStudio: false,
+  modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines", "sendChartToCloud"] };
 
 export const plots = new Map();
 

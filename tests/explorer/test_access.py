@@ -18,9 +18,11 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from apps.explorer.models import ShareLink
-from apps.ingest import access
-from apps.ingest.models import Cluster, ClusterGrant, Upload
-from tests.explorer.helpers import IBSTAT, TOPO, cluster, read, standard_host
+from apps.ingest import access, runs, services
+from apps.ingest.models import Cluster, ClusterGrant, Run, Upload
+from tests.explorer.helpers import FIXTURES, IBSTAT, TOPO, cluster, read, standard_host
+
+PERFTEST = FIXTURES / "perftest" / "roce_mlx5_0_mtu4096_ib_write_bw_mbsec_labelled_send_bw.txt"
 
 PASSWORD = "pw-not-secret"
 
@@ -38,7 +40,8 @@ def world(db, django_user_model):
     people["teammate"].groups.add(team)
     access.grant(cluster=red, role=access.VIEWER, group="red-team")
     people["creator"].user_permissions.add(Permission.objects.get(codename="add_cluster"))
-    return {"red": red, "blue": blue, "red_snap": red_snap, "blue_snap": blue_snap, **people}
+    red_run, _ = runs.submit_run(cluster=red, text=read(PERFTEST), via="web", hosts=["red-01"])
+    return {"red": red, "blue": blue, "red_snap": red_snap, "blue_snap": blue_snap, "red_run": red_run, **people}
 
 
 def client_of(user) -> Client:
@@ -57,6 +60,8 @@ def red_urls(w) -> list[str]:
         "/api/v1/clusters/red/hosts", "/api/v1/clusters/red/uploads", "/api/v1/clusters/red/hosts/red-01/snapshots",
         f"/api/v1/snapshots/{s.pk}", f"/api/v1/uploads/{upload}", f"/api/v1/uploads/{upload}/report",
         f"/api/v1/path?src=red/red-01/GPU0&dst={s.pk}/GPU1",
+        f"/c/red/runs/{w['red_run'].pk}/", f"/api/v1/runs/{w['red_run'].pk}", f"/api/v1/runs/{w['red_run'].pk}/raw",
+        "/api/v1/clusters/red/runs",
     ]
 
 
@@ -214,6 +219,9 @@ COVERED = {
     "explorer:cluster", "explorer:host", "explorer:compare", "explorer:cluster-compare", "explorer:path",
     "explorer:path-gpus", "explorer:capacity", "api:cluster-hosts", "api:cluster-uploads", "api:host-snapshots",
     "api:snapshot", "api:upload-status", "api:upload-report", "api:path",  # red_urls, members vs outsider
+    "explorer:run", "api:run", "api:run-raw", "api:cluster-runs",  # red_urls too (the world's red run)
+    "explorer:run-paste",  # test_run_paste_needs_the_editor_role_and_refusal_writes_nothing
+    "api:runs",  # test_posting_runs_needs_the_editor_role_or_the_clusters_token
     "explorer:clusters", "api:clusters",  # test_listings_and_selectors_hold_only_visible_clusters
     "explorer:paste",  # test_paste_needs_the_editor_role_and_refusal_writes_nothing
     "explorer:share-create",  # test_share_links_are_for_editors_of_both_ends
@@ -252,3 +260,42 @@ def test_import_jobs_are_read_by_viewers_only(world):
     job = ImportJob.objects.create(cluster=world["red"], source_name="fleet.tar.gz")
     assert client_of(world["viewer"]).get(f"/api/v1/imports/{job.pk}").status_code == 200
     assert client_of(world["outsider"]).get(f"/api/v1/imports/{job.pk}").status_code == 404
+
+
+def test_run_paste_needs_the_editor_role_and_refusal_writes_nothing(world):
+    form = {"cluster": "red", "text": read(FIXTURES / "nccl_log" / "korean_eks_llama3_shm_socket_cumem_partial.txt")}
+    before = Run.objects.count()
+    body = client_of(world["viewer"]).get("/runs/paste/").content.decode()
+    assert 'value="red"' not in body and "not an editor of any cluster" in body
+    for who in ("viewer", "outsider"):
+        r = client_of(world[who]).post("/runs/paste/", form)
+        assert r.status_code == 400 and b"where you are an editor" in r.content, who
+    assert client_of(world["editor"]).post("/runs/paste/", {**form, "cluster": "blue"}).status_code == 400
+    assert Run.objects.count() == before
+    r = client_of(world["editor"]).post("/runs/paste/", form)
+    assert r.status_code == 302 and r["Location"].startswith("/c/red/runs/")
+    assert Run.objects.count() == before + 1
+
+
+def test_posting_runs_needs_the_editor_role_or_the_clusters_token(world):
+    import json as _json
+
+    text = read(FIXTURES / "nccl_log" / "korean_eks_llama3_shm_socket_cumem_partial.txt")
+
+    def post(c, **body):
+        return c.post("/api/v1/runs", data=_json.dumps({"text": text, **body}), content_type="application/json")
+
+    before = Run.objects.count()
+    assert post(client_of(world["viewer"]), cluster="red").status_code == 403
+    assert post(client_of(world["outsider"]), cluster="red").status_code == 404
+    assert post(Client(), cluster="red").status_code == 401
+    _, blue_token = services.issue_token(cluster=world["blue"])
+    blue_agent = Client(HTTP_AUTHORIZATION=f"Bearer {blue_token}")
+    assert post(blue_agent, cluster="red").status_code == 400  # a token writes into its own cluster only
+    assert Run.objects.count() == before
+    assert post(client_of(world["editor"]), cluster="red").status_code == 201
+    r = post(blue_agent)
+    assert r.status_code == 201 and Run.objects.get(pk=r.json()["run_id"]).cluster == world["blue"]
+    # the token reads its own run, not red's
+    assert blue_agent.get(f"/api/v1/runs/{r.json()['run_id']}").status_code == 200
+    assert blue_agent.get(f"/api/v1/runs/{world['red_run'].pk}").status_code == 404

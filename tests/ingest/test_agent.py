@@ -29,6 +29,10 @@ AGENT = Path(__file__).resolve().parents[2] / "apps" / "ingest" / "agent" / "top
 IBSTAT = DEMO / "ibstat" / "gpud_h100_12ca_roce_3_down_disabled.txt"
 TOPO = DEMO / "topo" / "sglang_30401_8xh100_hbm3_8nic.txt"
 LSPCI_TREE = DEMO / "lspci_tree" / "stelline_asus_esc8000a_e12.txt"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SMI_Q = FIXTURES / "nvidia_smi_q" / "smi_q_full_gpud_titan_v_560.35.03_gen1_idle.txt"  # real; lists an Xorg process
+NVLINK_E = FIXTURES / "nvidia_smi_nvlink_errors" / "synthetic_a100_4gpu_gpu2_link7_crc_recovery.txt"
+SHOW_GIDS = FIXTURES / "show_gids" / "cx4lx_4ports_eth01-04_one_down_no_ipv4_12gids.txt"
 
 
 def _python36() -> str | None:
@@ -119,7 +123,8 @@ case "$1" in
   --query-gpu=driver_version) echo 570.133.20;;
   --query-gpu=*) cat {q};;
   topo) if [ "$2" = "-m" ]; then cat {TOPO}; else echo 'cannot do -p2p here' >&2; exit 3; fi;;
-  nvlink) ;;
+  nvlink) if [ "$2" = "-e" ]; then cat {NVLINK_E}; fi;;
+  -q) cat {SMI_Q};;
 esac
 """)
     write_script(b / "lspci", f"""case "$*" in
@@ -177,6 +182,13 @@ def make_fake_sysfs(root: Path) -> None:
     (port / "gids" / "0").write_text("fe80:0000:0000:0000:946d:ae03:00cd:e72c\n")
     (port / "gids" / "1").write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
     (port / "gid_attrs" / "types" / "0").write_text("IB/RoCE v1\n")
+    (port / "counters").mkdir()
+    (port / "hw_counters").mkdir()
+    for name, value in (("symbol_error", "0"), ("link_downed", "2"), ("link_error_recovery", "0"),
+                        ("port_xmit_data", "123456789")):
+        (port / "counters" / name).write_text(value + "\n")
+    (port / "hw_counters" / "rnr_nak_retry_err").write_text("0\n")
+    (port / "hw_counters" / "out_of_sequence").write_text("N/A\n")  # not a number: left out
     (root / "module" / "nvidia").mkdir(parents=True)
     (root / "module" / "nvidia" / "version").write_text("570.133.20\n")
 
@@ -195,8 +207,9 @@ def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin, python):
     assert report["meta"]["driver"] == "570.133.20" and report["meta"]["root"] is (os.geteuid() == 0)
     assert report["meta"]["kernel"]
     sections = report["sections"]
-    assert set(sections) == {"nvidia_smi_gpus", "nvidia_smi_topo", "lspci_tree", "lspci_verbose", "sysfs_pci",
-                             "sysfs_ib", "ibstat", "host_info"}
+    assert set(sections) == {"nvidia_smi_gpus", "nvidia_smi_topo", "nvidia_smi_nvlink_errors", "nvidia_smi_q",
+                             "lspci_tree", "lspci_verbose", "sysfs_pci", "sysfs_ib", "ib_counters", "ibstat",
+                             "host_info"}
     # Old driver: the full query was rejected and the older field names were used.
     calls = log.read_text().splitlines()
     assert "gpucurrent" in calls[0] and "pcie.link.gen.current" in calls[1]
@@ -206,6 +219,14 @@ def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin, python):
     unavailable = report["unavailable"]
     assert "exited with status 3" in unavailable["nvidia_smi_p2p"]
     assert "printed nothing" in unavailable["nvidia_smi_nvlink"]
+    assert "show_gids not found" in unavailable["show_gids"]
+    assert sections["nvidia_smi_nvlink_errors"] == NVLINK_E.read_text()
+    # nvidia-smi -q as printed, without the programs using the GPU
+    assert "Xorg" in SMI_Q.read_text() and "Xorg" not in sections["nvidia_smi_q"]
+    assert "Process ID" not in sections["nvidia_smi_q"] and "    Processes\n" in sections["nvidia_smi_q"]
+    smi_q = KINDS["nvidia_smi_q"].parse(sections["nvidia_smi_q"])
+    assert [(g.bdf, g.name, g.link_gen_current) for g in smi_q.gpus] == [("0000:01:00.0", "NVIDIA TITAN V", 1)]
+    assert smi_q.warnings == ()
     if os.geteuid() != 0:
         assert "root" in report["meta"]["lspci_verbose_note"]
 
@@ -222,6 +243,38 @@ def test_collectors_on_fake_tools_and_sysfs(tmp_path, fake_bin, python):
     text = json.dumps(KINDS["sysfs_ib"].parse(sections["sysfs_ib"]), default=str)
     assert "0000:1a:00.0" in text and "mlx5_0" in text and "ibp26s0" in text
     assert not getattr(ib, "warnings", ())
+    counters = KINDS["ib_counters"].parse(sections["ib_counters"])
+    (p,) = counters.ports
+    assert (p.ca, p.port, p.link_layer, p.state) == ("mlx5_0", 1, "InfiniBand", "Active")
+    assert p.counters == {"link_downed": 2, "link_error_recovery": 0, "port_xmit_data": 123456789, "symbol_error": 0}
+    assert p.hw_counters == {"rnr_nak_retry_err": 0} and counters.warnings == ()
+
+
+@pytest.mark.parametrize("python", AGENT_PYTHONS)
+def test_show_gids_and_counter_uptime_and_dry_run(tmp_path, fake_bin, python):
+    """show_gids is run where installed; ib_counters carries /proc/uptime; --dry-run shows the new sections."""
+    bin_dir, _ = fake_bin
+    write_script(bin_dir / "show_gids", f"cat {SHOW_GIDS}\n")
+    sysfs, proc = tmp_path / "sys", tmp_path / "proc"
+    make_fake_sysfs(sysfs)
+    proc.mkdir()
+    (proc / "uptime").write_text("864000.25 1723456.78\n")
+    result = run_agent("--dry-run", "--sysfs-root", str(sysfs), "--proc-root", str(proc),
+                       env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, python=python)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["sections"]["show_gids"] == SHOW_GIDS.read_text()
+    assert KINDS["ib_counters"].parse(report["sections"]["ib_counters"]).uptime_s == 864000.25
+    for kind in ("show_gids", "ib_counters", "nvidia_smi_q", "nvidia_smi_nvlink_errors"):
+        assert kind in result.stderr.split("sections (", 1)[1].split(")", 1)[0]  # the dry-run summary line
+        assert report["meta"]["collector"][kind]["seconds"] >= 0
+
+
+def test_counters_without_rdma_devices_are_unavailable(tmp_path, fake_bin):
+    bin_dir, _ = fake_bin
+    result = run_agent("--dry-run", "--sysfs-root", str(tmp_path / "nosys"), env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    unavailable = json.loads(result.stdout)["unavailable"]
+    assert "no RDMA devices" in unavailable["ib_counters"] and "ib_counters" not in json.loads(result.stdout)["sections"]
 
 
 def test_ibv_devinfo_is_used_when_ibstat_is_missing(tmp_path, fake_bin):

@@ -19,7 +19,7 @@ from django.urls import URLPattern, reverse
 from bench.synth import load_layouts
 
 PAYLOAD = "</script><script>alert(1)</script><img/src=x/onerror=alert(2)>"
-SAMPLE_ARGS = {"cluster": "alpha", "hostname": "synth-a", "token": "x" * 20, "snapshot_id": 1}
+SAMPLE_ARGS = {"cluster": "alpha", "hostname": "synth-a", "token": "x" * 20, "snapshot_id": 1, "run_id": 1}
 
 
 def _page_urls() -> list[str]:

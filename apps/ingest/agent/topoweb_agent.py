@@ -20,10 +20,16 @@ nvidia_smi_gpus      nvidia-smi --query-gpu=index,uuid,pci.bus_id,name,compute_c
 nvidia_smi_topo      nvidia-smi topo -m
 nvidia_smi_p2p       nvidia-smi topo -p2p r
 nvidia_smi_nvlink    nvidia-smi nvlink -s
+nvidia_smi_nvlink_errors  nvidia-smi nvlink -e (per-link replay, recovery and CRC error counters)
+nvidia_smi_q         nvidia-smi -q (fabric state, PCIe link and replay counters, minor numbers), its
+                     Processes section (programs using the GPUs) left out
 lspci_tree           lspci -D -tv
 lspci_verbose        lspci -D -vvv
 sysfs_pci            /sys/bus/pci/devices/* (ancestry, class, ids, NUMA, CPUs, link speed/width)
 sysfs_ib             /sys/class/infiniband/* (GUIDs, firmware, ports, rates, GIDs, netdevs)
+ib_counters          /sys/class/infiniband/*/ports/*/counters/* and hw_counters/* (error counters) and
+                     the seconds since boot (/proc/uptime)
+show_gids            show_gids (the RoCE GID table), when installed (MLNX_OFED / mlnx-tools)
 ibstat               ibstat (or ibv_devinfo -v where ibstat is missing)
 host_info            hardware and driver facts, ``key<TAB>value`` (apps/domain/parsers/host_info.py):
                      CPU vendor/family/model/model name and hypervisor flag (/proc/cpuinfo),
@@ -50,15 +56,18 @@ Options: ``--dry-run`` prints the report instead of sending it; ``--output FILE`
 air-gapped node: upload the file later through the web form); ``--from-dir DIR`` sends captures
 made earlier (files ``<kind>.txt`` named after the sections above, plus ``hostname.txt``);
 ``--include-nccl-env`` adds the NCCL configuration to ``host_info`` (see above; off by default).
+``--attach FILE`` (repeatable) sends FILE after the report as a measurement run on this host
+(``POST /api/v1/runs``: nccl-tests, perftest, a P2P test or an NCCL log; the server detects
+which and checks it against this host's layout).
 Connection errors and server errors (5xx, 429) are retried with exponential backoff; a 429 or
 503 answer's ``Retry-After`` is honoured (at most 300 s a wait; each wait uses one of ``--retries``).
 
 Exit codes: 0 sent (or saved / printed; a report the server already had counts as sent),
 1 unexpected internal error, 2 usage error, 3 rejected by the server (4xx: bad or revoked
-token, invalid report, too large), 4 server unreachable or failing after all retries,
-5 nothing to report (no topology section could be collected or read: host_info alone
-is not a report), 6 local file error
-(``--from-dir`` unreadable, ``--output`` not writable).
+token, invalid report, too large; or an ``--attach`` file it could not read, the report itself
+sent), 4 server unreachable or failing after all retries, 5 nothing to report (no topology
+section could be collected or read: host_info alone is not a report), 6 local file error
+(``--from-dir`` or an ``--attach`` file unreadable, ``--output`` not writable).
 """
 
 import argparse
@@ -85,7 +94,7 @@ SCHEMA = "topoweb.report/1"
 KINDS = (
     "nvidia_smi_topo", "nvidia_smi_topo_pci", "nvidia_smi_p2p", "nvidia_smi_gpus", "nvidia_smi_nvlink",
     "lspci_tree", "lspci_verbose", "ibstat", "ibstatus", "ibv_devinfo", "sysfs_pci", "sysfs_ib",
-    "nccl_topo_xml", "hwloc_xml", "host_info",
+    "nccl_topo_xml", "hwloc_xml", "host_info", "nvidia_smi_q", "nvidia_smi_nvlink_errors", "show_gids", "ib_counters",
 )
 
 EXIT_OK = 0
@@ -106,6 +115,10 @@ GPU_QUERIES = (
     "pcie.link.width.current,pcie.link.width.max",
     "index,uuid,pci.bus_id,name",
 )
+
+# The nvidia-smi sections, the GPU query first (the others are skipped when it finds no GPU).
+NVIDIA_KINDS = ("nvidia_smi_gpus", "nvidia_smi_topo", "nvidia_smi_p2p", "nvidia_smi_nvlink", "nvidia_smi_nvlink_errors",
+                "nvidia_smi_q")
 
 QUIET = False
 
@@ -198,7 +211,7 @@ class Collector(object):
         smi = shutil.which("nvidia-smi")
         missing = None if smi else "nvidia-smi not found on PATH (no NVIDIA driver installed?)"
         if missing:
-            for kind in ("nvidia_smi_gpus", "nvidia_smi_topo", "nvidia_smi_p2p", "nvidia_smi_nvlink"):
+            for kind in NVIDIA_KINDS:
                 self.unavailable[kind] = missing
             return
         for fields in GPU_QUERIES:
@@ -209,12 +222,16 @@ class Collector(object):
             if "not a valid field" not in (result.out + result.err).lower():
                 break  # a real failure (no devices, driver mismatch), not an old driver
         if "nvidia_smi_gpus" in self.unavailable and "No devices were found" in self.unavailable["nvidia_smi_gpus"]:
-            for kind in ("nvidia_smi_topo", "nvidia_smi_p2p", "nvidia_smi_nvlink"):
+            for kind in NVIDIA_KINDS[1:]:
                 self.unavailable[kind] = "nvidia-smi found no GPUs"
             return
         self.command("nvidia_smi_topo", [smi, "topo", "-m"])
         self.command("nvidia_smi_p2p", [smi, "topo", "-p2p", "r"])
         self.command("nvidia_smi_nvlink", [smi, "nvlink", "-s"])
+        self.command("nvidia_smi_nvlink_errors", [smi, "nvlink", "-e"])
+        self.command("nvidia_smi_q", [smi, "-q"])
+        if "nvidia_smi_q" in self.sections:
+            self.sections["nvidia_smi_q"] = without_processes(self.sections["nvidia_smi_q"])
 
     def driver_version(self):
         version = first_line(os.path.join(self.sysfs_root, "module", "nvidia", "version"))
@@ -249,6 +266,12 @@ class Collector(object):
             return
         self.unavailable["ibstat"] = "neither ibstat (infiniband-diags) nor ibv_devinfo (ibverbs-utils) is installed"
 
+    def gids(self):
+        """show_gids, when installed: it only reads sysfs (the sysfs_ib listing has the same GIDs)."""
+        tool = shutil.which("show_gids")
+        missing = None if tool else "show_gids not found on PATH (MLNX_OFED / mlnx-tools); sysfs_ib lists the GIDs"
+        self.command("show_gids", [tool or "show_gids"], missing)
+
     # -- sysfs ---------------------------------------------------------------------------------
 
     def shown_path(self, path):
@@ -278,6 +301,21 @@ class Collector(object):
         else:
             self.unavailable["sysfs_ib"] = "no RDMA devices (%s is absent or empty)" % ib
         self.commands["sysfs_ib"] = {"command": "read " + ib, "seconds": round(time.time() - started, 3)}
+        started = time.time()
+        if "sysfs_ib" in self.sections:
+            try:
+                listing = ib_counters_listing(ib, os.path.join(self.proc_root, "uptime"))
+            except OSError as exc:
+                self.unavailable["ib_counters"] = "cannot list %s counters: %s" % (ib, exc)
+            else:
+                if " counter " in listing:
+                    self.sections["ib_counters"] = listing
+                else:
+                    self.unavailable["ib_counters"] = "no readable counters under %s/*/ports/*/" % ib
+        else:
+            self.unavailable["ib_counters"] = self.unavailable.get("sysfs_ib", "no RDMA devices")
+        self.commands["ib_counters"] = {"command": "read %s/*/ports/*/counters, hw_counters" % ib,
+                                        "seconds": round(time.time() - started, 3)}
 
     def host_info(self, include_nccl_env):
         """Section ``host_info``: hardware and driver facts; NCCL settings only when asked."""
@@ -373,6 +411,48 @@ def sysfs_ib_listing(root, shown_path):
                     out.append("port %s gid_ndev %s %s" % (p, i, n))
     out.append("end")
     return "\n".join(out) + "\n"
+
+
+def ib_counters_listing(root, uptime_path):
+    """The ``topoweb ib_counters v1`` listing (apps/domain/parsers/ib_counters.py): every readable
+    counter and hw_counter of every port, and the seconds since boot."""
+    out = ["# topoweb ib_counters v1"]
+    up = first_line(uptime_path)
+    if up and re.match(r"^\d+(\.\d+)?$", up.split()[0]):
+        out.append("uptime_s " + up.split()[0])
+    for ca in (sorted(os.listdir(root)) if os.path.isdir(root) else []):
+        out.append("ca " + ca)
+        ports = os.path.join(root, ca, "ports")
+        for p in numeric(os.listdir(ports) if os.path.isdir(ports) else []):
+            pd = os.path.join(ports, p)
+            for name in ("link_layer", "state"):
+                v = first_line(os.path.join(pd, name))
+                if v:
+                    out.append("port %s %s %s" % (p, name, v))
+            for sub, word in (("counters", "counter"), ("hw_counters", "hw_counter")):
+                d = os.path.join(pd, sub)
+                for c in (sorted(os.listdir(d)) if os.path.isdir(d) else []):
+                    v = first_line(os.path.join(d, c))
+                    if v and v.isdigit() and TOKEN.match(c):
+                        out.append("port %s %s %s %s" % (p, word, c, v))
+    out.append("end")
+    return "\n".join(out) + "\n"
+
+
+def without_processes(text):
+    """``nvidia-smi -q`` output without the content of its ``Processes`` sections (the programs using
+    each GPU, with their PIDs and command names): the report carries hardware facts only."""
+    out, skip = [], None
+    for line in text.splitlines(True):
+        indent = len(line) - len(line.lstrip(" "))
+        if skip is not None and line.strip():
+            if indent > skip:
+                continue
+            skip = None
+        out.append(line)
+        if indent > 0 and line.strip() == "Processes":
+            skip = indent
+    return "".join(out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -616,6 +696,7 @@ def collect(hostname, timeout, sysfs_root, proc_root="/proc", etc_root="/etc", i
     c.lspci(root)
     c.sysfs()
     c.infiniband()
+    c.gids()
     c.host_info(include_nccl_env)
     meta = {
         "kernel": platform.release(),
@@ -745,8 +826,10 @@ def retry_delay(attempt, retry_wait, retry_after):
     return delay * (0.8 + 0.4 * random.random())  # jitter: 500 nodes must not retry in lockstep
 
 
-def send(server, token, report, retries, retry_wait, http_timeout):
-    url = server.rstrip("/") + "/api/v1/reports"
+def send(server, token, report, retries, retry_wait, http_timeout, path="/api/v1/reports"):
+    """POST ``report`` (a dict) to ``server + path`` with retries; the server's answer. A 4xx answer
+    raises Rejected with the server's message; giving up after the retries exits 4."""
+    url = server.rstrip("/") + path
     body = json.dumps(report).encode("utf-8")
     attempt = 0
     while True:
@@ -763,20 +846,14 @@ def send(server, token, report, retries, retry_wait, http_timeout):
                 hint = ""
                 if exc.code == 401:
                     hint = " (check --token / TOPOWEB_TOKEN; ask for a new token if it was revoked)"
-                fail(EXIT_REJECTED, "server rejected the report with %s: %s%s" % (exc.code, server_message(exc), hint))
+                raise Rejected("%s: %s%s" % (exc.code, server_message(exc), hint))
         except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             problem = "cannot reach %s: %s" % (url, reason)
         else:
-            if payload is None or "upload_id" not in payload:
+            if payload is None or not ("upload_id" in payload or "run_id" in payload):
                 problem = "unexpected answer from %s (status %s); is --server the topoweb address?" % (url, status)
             else:
-                if payload.get("duplicate"):
-                    say("the server already had this report: upload %s (%s)" % (payload["upload_id"],
-                                                                                 payload.get("status_url", "")))
-                else:
-                    say("sent: upload %s, status %s; follow it at %s" % (
-                        payload["upload_id"], payload.get("status"), payload.get("status_url", "")))
                 return payload
         if attempt >= retries:
             fail(EXIT_UNREACHABLE, "%s (gave up after %d attempts)" % (problem, attempt + 1))
@@ -793,6 +870,60 @@ def send(server, token, report, retries, retry_wait, http_timeout):
         attempt += 1
 
 
+def send_report(args, report):
+    """Send the node report; exit 3 when the server rejects it."""
+    try:
+        payload = send(args.server, args.token, report, args.retries, args.retry_wait, args.http_timeout)
+    except Rejected as exc:
+        fail(EXIT_REJECTED, "server rejected the report with %s" % exc)
+    if payload.get("duplicate"):
+        say("the server already had this report: upload %s (%s)" % (payload["upload_id"], payload.get("status_url", "")))
+    else:
+        say("sent: upload %s, status %s; follow it at %s" % (
+            payload["upload_id"], payload.get("status"), payload.get("status_url", "")))
+    return payload
+
+
+# ------------------------------------------------------------------------------------------------
+# Attached runs (--attach FILE): measurements sent after the report, each checked against this host
+
+
+def read_attachments(paths):
+    """``[(path, text)]`` of the --attach files, read before anything is sent; exit 6 when one
+    cannot be read."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            fail(EXIT_LOCAL_FILE, "--attach %s: %s" % (path, exc))
+        out.append((path, data.decode("utf-8", "replace")))
+    return out
+
+
+def run_payload(path, text, hostname, collected_at):
+    """The ``POST /api/v1/runs`` body of one attached file: the kind is left to the server to detect."""
+    return {"text": text, "name": os.path.basename(path), "hosts": [hostname], "collected_at": collected_at}
+
+
+def send_attachments(args, attachments, hostname, collected_at):
+    """Send each attached run; the number the server could not read or refused (each said on stderr)."""
+    refused = 0
+    for path, text in attachments:
+        try:
+            payload = send(args.server, args.token, run_payload(path, text, hostname, collected_at), args.retries,
+                           args.retry_wait, args.http_timeout, path="/api/v1/runs")
+        except Rejected as exc:
+            refused += 1
+            sys.stderr.write("topoweb-agent: error: --attach %s: server refused it with %s\n" % (path, exc))
+            continue
+        say("run %s from %s: %s%s; %s" % (payload["run_id"], path, payload.get("verdict") or payload.get("status"),
+                                          " (already sent)" if payload.get("duplicate") else "",
+                                          payload.get("page", "")))
+    return refused
+
+
 # ------------------------------------------------------------------------------------------------
 # Command line
 
@@ -801,8 +932,8 @@ def build_parser():
     p = argparse.ArgumentParser(
         prog="topoweb_agent.py",
         description="Collect this node's GPU/PCIe/InfiniBand topology and send it to a topoweb server.",
-        epilog="Exit codes: 0 ok, 1 internal error, 2 usage, 3 rejected by the server (4xx), "
-               "4 server unreachable after retries, 5 nothing to report, 6 local file error.",
+        epilog="Exit codes: 0 ok, 1 internal error, 2 usage, 3 rejected by the server (4xx; also an --attach file "
+               "it could not read), 4 server unreachable after retries, 5 nothing to report, 6 local file error.",
     )
     p.add_argument("--server", help="topoweb base URL, e.g. http://topoweb.example:8000")
     p.add_argument("--token", default=os.environ.get("TOPOWEB_TOKEN"),
@@ -826,6 +957,9 @@ def build_parser():
                         "fleet runs the agent from cron at the same minute, its reports then arrive spread out")
     p.add_argument("--quiet", action="store_true", help="print errors only")
     p.add_argument("--version", action="version", version="topoweb-agent " + AGENT_VERSION)
+    p.add_argument("--attach", action="append", default=[], metavar="FILE",
+                   help="after the report, send FILE as a measurement (nccl-tests, perftest, a P2P test, an "
+                        "NCCL_DEBUG=INFO log) run on this host; repeat for several files")
     p.add_argument("--include-nccl-env", action="store_true",
                    help="also send NCCL configuration (NCCL_* variables of this environment and /etc/nccl.conf), "
                         "the default route's interface and all interface names and states, for diagnosis "
@@ -854,6 +988,7 @@ def main(argv=None):
         parser.error("--timeout must be positive, --retries and --retry-wait not negative, "
                      "--splay between 0 and 86400 seconds")
 
+    attachments = read_attachments(args.attach)
     if args.from_dir:
         report = report_from_dir(args.from_dir, args.hostname)
     else:
@@ -871,6 +1006,8 @@ def main(argv=None):
 
     if args.dry_run:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        for path, text in attachments:
+            say("would attach %s (%d bytes) as a run on %s" % (path, len(text.encode("utf-8")), report["hostname"]))
         return EXIT_OK
     if args.output:
         try:
@@ -886,7 +1023,9 @@ def main(argv=None):
         delay = random.uniform(0, args.splay)
         say("waiting %.1fs before sending (--splay %g)" % (delay, args.splay))
         time.sleep(delay)
-    send(args.server, args.token, report, args.retries, args.retry_wait, args.http_timeout)
+    send_report(args, report)
+    if send_attachments(args, attachments, report["hostname"], report.get("collected_at")):
+        return EXIT_REJECTED
     return EXIT_OK
 
 

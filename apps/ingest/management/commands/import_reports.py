@@ -2,11 +2,14 @@
 
 PATH is a folder, a ``.tar.gz``/``.tgz``/``.tar`` archive or one ``.json`` report. Inside, each
 ``*.json`` file is one agent report, and each folder holding ``<kind>.txt`` files (plus an
-optional ``hostname.txt``; else the folder name is the host name) is one host's captures.
+optional ``hostname.txt``; else the folder name is the host name) is one host's captures;
+``*.log`` / ``*.out`` files and ``*.txt`` files under a ``runs/`` folder are runs (measurements),
+checked against the host of the capture folder they sit in (``apps.ingest.imports``).
 
 The last line printed is the outcome in the words of an import job: ``status: done``,
 ``done_with_errors`` or ``failed``, then the message. Exit status 0 when every report was
-stored and parsed; 1 when some were rejected or failed to parse, or members past
+stored and parsed; 1 when some were rejected or failed to parse (runs that could not be read
+included: they are kept, and listed with ``FILE:LINE: reason``), or members past
 TOPOWEB_IMPORT_MAX_MEMBERS were left unread; 2 when PATH cannot be read, holds no reports, or
 the archive is truncated or corrupt (the reports read before the damage are imported).
 """
@@ -43,7 +46,7 @@ class Command(BaseCommand):
         if summary.damage:
             self.stderr.write(f"error: {summary.damage}")
             sys.exit(2)
-        if summary.rejected or failed or summary.limit:
+        if summary.rejected or summary.runs_rejected or failed or summary.limit:
             sys.exit(1)
 
     def _import(self, listing: imports.ReportListing, *, path: str, cluster: str,
@@ -69,8 +72,10 @@ class Command(BaseCommand):
     def _print_summary(self, summary: imports.ImportSummary, path: str) -> int:
         """Print counts, rejected files and parse failures; return how many failed to parse."""
         out = self.stdout.write
-        out(f"{summary.total} reports in {path}: {summary.created} new, {summary.duplicates} already stored, "
-            f"{summary.rejected} rejected")
+        out(f"{summary.total - summary.runs_total} reports in {path}: {summary.created} new, {summary.duplicates} "
+            f"already stored, {summary.rejected} rejected")
+        if summary.runs_total:
+            out(summary.describe_runs())
         for name, message in summary.errors:
             out(f"  rejected {name}: {message}")
         if summary.errors_omitted:

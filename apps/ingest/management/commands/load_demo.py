@@ -3,7 +3,9 @@
 The hosts, their descriptions and their snapshots are listed in ``apps/ingest/demo/demo.json``;
 the captures under ``apps/ingest/demo/captures/`` are byte-for-byte copies of public real
 captures (``SOURCES.tsv`` names each one's origin). Loading again adds nothing: every report is
-recognised as already stored.
+recognised as already stored. The demo's runs (``runs`` in demo.json: real nccl-tests and NCCL
+log captures) are loaded after the reports, each checked against the demo host whose hardware
+matches; their descriptions say which pairings are synthetic.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from apps.ingest import reports, services
+from apps.ingest import reports, runs, services
 from apps.ingest.models import Cluster, Host, Upload
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
@@ -35,6 +37,13 @@ def demo_reports(demo_dir: Path = DEMO_DIR) -> tuple[dict, list[tuple[dict, dict
                       "sections": sections, "unavailable": {}}
             out.append((host, report))
     return spec["cluster"], out
+
+
+def demo_runs(demo_dir: Path = DEMO_DIR) -> list[tuple[dict, str]]:
+    """[(run spec, text), ...] of demo.json's ``runs``: a real capture, the demo hosts it is checked
+    against (``hosts``: {name in the run: demo host}), when, and a description saying what is real."""
+    spec = json.loads((demo_dir / "demo.json").read_text(encoding="utf-8"))
+    return [(r, (demo_dir / r["file"]).read_bytes().decode("utf-8")) for r in spec.get("runs") or []]
 
 
 class Command(BaseCommand):
@@ -67,5 +76,17 @@ class Command(BaseCommand):
                           f"{Host.objects.filter(cluster=target).count()} hosts")
         for u in failed:
             self.stderr.write(f"  demo upload {u.pk} ({u.host.hostname}) failed: {u.error}")
+        made_runs = self._load_runs(target)
+        self.stdout.write(f"demo runs: {made_runs} new, {len(demo_runs()) - made_runs} already loaded")
         if failed:
             sys.exit(1)
+
+    def _load_runs(self, target: Cluster) -> int:
+        """The demo's measurements, each checked against the demo host its hardware matches."""
+        made = 0
+        for spec, text in demo_runs():
+            _run, new = runs.submit_run(cluster=target, text=text, via=Upload.Via.IMPORT, hosts=spec["hosts"],
+                                        collected_at=spec["collected_at"], description=spec["description"],
+                                        source_name="demo/" + spec["file"].rsplit("/", 1)[-1])
+            made += new
+        return made

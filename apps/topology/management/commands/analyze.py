@@ -31,6 +31,10 @@ FILE_OPTIONS = {
     "nccl_xml": "nccl_topo_xml",
     "hwloc": "hwloc_xml",
     "host_info": "host_info",
+    "smi_q": "nvidia_smi_q",
+    "nvlink_errors": "nvidia_smi_nvlink_errors",
+    "show_gids": "show_gids",
+    "ib_counters": "ib_counters",
 }
 
 
