@@ -10,6 +10,12 @@ between random GPU pairs of a 1,024-host synthetic cluster.
 * ``path query``: ``ClusterIndex.path("host/GPUi", "host/GPUj")`` for random pairs over 1,024
   hosts made by ``bench.synth`` (each distinct layout+fault analysed once, its document reused
   under every hostname that shares it); latency of each query, p50 and p95 (target p95 < 5 ms).
+* ``estimate <layout>``: the all-reduce estimate of the layout's document (``estimate.estimate``:
+  NCCL's system, channel search and tuning model), cold (``clear_caches`` first: the hosts of a
+  fleet that share a layout share one search); target 10 ms for the 8-GPU hosts.
+* ``channel search, 16-GPU mesh``: ``estimate.channel_search`` (rings, trees and NVLS inside the
+  node and across nodes) on the real RCCL topology of 16 MI250 GCDs joined by xGMI
+  (``tests/fixtures/nccl_topo_xml/rccl_topo_expl_topo_16p1h_mi250_broadcom_sw.xml``); target 50 ms.
 * ``fabric graph``: ``fabric.build_fabric`` of a parsed ibnetdiscover, the synthetic 2,000-switch /
   16,000-HCA fat tree of ``bench.fabric_synth`` and the real DGX H100 SuperPOD capture; ``fabric
   route``: ``fabric.route`` between random HCA pairs of each (p50, p95).
@@ -25,6 +31,7 @@ from apps.domain import fabric
 from apps.domain.analysis import analyze_host
 from apps.domain.assemble import assemble
 from apps.domain.cluster import ClusterIndex
+from apps.domain.estimate import channel_search, clear_caches, estimate, link_figures
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.parsers import ALL_KINDS, KINDS
 from bench.fabric_synth import synthetic_ibnetdiscover
@@ -32,6 +39,10 @@ from bench.synth import iter_reports, load_layouts
 from bench.timing import Measure, measure, summarize, timed
 
 HOST_GRAPH_TARGET_MS = 20.0
+ESTIMATE_TARGET_MS = 10.0
+CHANNEL_SEARCH_TARGET_MS = 50.0
+MESH16 = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "nccl_topo_xml"
+          / "rccl_topo_expl_topo_16p1h_mi250_broadcom_sw.xml")
 PATH_P95_TARGET_MS = 5.0
 CLUSTER_HOSTS = 1024
 PATH_QUERIES = 3000
@@ -94,6 +105,18 @@ def fabric_rows(route_queries: int = 200, seed: int = 2) -> list[Measure]:
     return rows
 
 
+def estimate_rows() -> list[Measure]:
+    """The channel search on the 16-GPU xGMI mesh (one node and across nodes)."""
+    doc = analyze_host({"nccl_topo_xml": MESH16.read_text()}, "mi250-16").doc
+    system = link_figures(doc)
+    graphs = channel_search(system)
+    ring = graphs.intra["RING"]
+    return [measure("channel search, 16-GPU mesh", lambda: channel_search(system), runs=5, warmup=1,
+                    target_ms=CHANNEL_SEARCH_TARGET_MS,
+                    note=f"16 MI250 GCDs over xGMI, {len(system.nets)} NETs; one node: {ring.n_channels} rings x "
+                         f"{ring.bw_intra:g} GB/s")]
+
+
 def run() -> list[Measure]:
     rows = []
     for layout in load_layouts():
@@ -108,6 +131,9 @@ def run() -> list[Measure]:
                             runs=15, warmup=2, note="from the raw text"))
         rows.append(measure(f"analyze_host {layout.name}", lambda: analyze_host(layout.sections, layout.hostname),
                             runs=9, warmup=1, note="whole snapshot document"))
+        rows.append(measure(f"estimate {layout.name}", lambda: (clear_caches(), estimate(dict(doc))), runs=9,
+                            warmup=1, target_ms=ESTIMATE_TARGET_MS if g == 8 else None,
+                            note="NCCL's system, channel search and tuning, cold (nothing kept)"))
     docs = cluster_documents()
     samples, mechanisms = path_queries(docs)
     gpus = sum(len(d["gpus"]) for d in docs)
@@ -115,5 +141,6 @@ def run() -> list[Measure]:
                           note=f"{gpus} GPUs; answers: " +
                                ", ".join(f"{k} {v}" for k, v in sorted(mechanisms.items()))))
     rows[-1].target_on = "p95"
+    rows += estimate_rows()
     rows += fabric_rows()
     return rows

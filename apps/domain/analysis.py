@@ -78,10 +78,13 @@ is always present (empty list / null when unknown):
   "gpu_nic": [{"gpu": "GPU0", "nic": str, "path_class": str, "gdr": bool, "reason": str,
                "bandwidth_gbs": float, "pxn_via": "GPU3"|null, "hops": [hop, ...],   # chosen NIC per GPU
                "label": matrix label|null, "nccl_path": str, "bottleneck": index|null,
-               "nic_share": int,                     # GPUs that picked the same NIC
+               "nic_share": int,                     # GPUs that picked the same NIC (channel 0)
+               "nics": [str, ...],                   # every NIC the GPU's channels use in turn
                "pxn_hops": [hop, ...]|null, "pxn_gdr": bool|null, "pxn_bandwidth_gbs": float|null}],
-               # hops: the GPU's own path (host-memory bounce when gdr is false); pxn_hops: the
-               # relay NCCL uses for sending when pxn_via is set
+               # nic: the GPU's NIC on channel 0 (ncclTopoGetLocalNet: device index modulo the GPUs
+               # sharing its closest NICs, one NIC on per channel); hops: the GPU's own path
+               # (host-memory bounce when gdr is false); pxn_hops: the relay NCCL uses for sending
+               # when pxn_via is set
   "gpu_nic_matrix": [{"gpu", "nic", "path_class", "bandwidth_gbs", "nccl_path", "gdr"}],  # every cell
   "contention": [{"element": node id, "label": str, "kind": "root_complex"|"root_port"|"switch_uplink"
                   |"inter_socket", "scenario": "gpu_to_nic"|"all_pairs", "devices": [names],
@@ -109,9 +112,29 @@ is always present (empty list / null when unknown):
               # reported, or no source can show NICs at all (the message says why and what to send)
   "findings": [{"rule": "P01", "severity": "CRIT"|"HIGH"|"MED"|"LOW"|"INFO", "title": str,
                 "devices": [names], "message": str, "fix": str, "source": str}],
-  "estimate": {"b_gpu_gbs": float, "b_node_gbs": float|null, "eta_intra": float, "eta_net": float,
-               "points": [{"nodes": int, "busbw_gbs": float, "limit": str}],   # 1..64 nodes
-               "limiting_link": str},
+  "estimate": {"b_gpu_gbs": float|null,   # NCCL's ring bus bandwidth inside one node (channels x GB/s)
+               "b_node_gbs": float|null,  # NIC sum: every compute port at its line rate, an adapter's
+                                          # ports no more than its PCIe link
+               "eta_intra": float, "eta_net": float,   # nccl-tests / NCCL's figure (docs/calibration.md)
+               "points": [{"nodes": int,            # 1, 2, 4 ... 64; N > 1 only with NICs of known rate
+                           "busbw_gbs": float,      # what nccl-tests reports at 16 GiB with NCCL's defaults
+                           "algorithm": "NVLS"|"NVLS_TREE"|"RING"|"TREE"|"COLLNET_DIRECT"|"COLLNET_CHAIN",
+                           "protocol": "SIMPLE"|"LL128"|"LL",   # NCCL's choice for large messages
+                           "ring_busbw_gbs": float|null,        # what NCCL_ALGO=Ring gives
+                           "limit": str,            # the element that sets the figure, in words
+                           "channels": int, "per_channel_gbs": float,   # of the chosen algorithm
+                           "nccl_busbw_gbs": float,  # NCCL's own bus bandwidth (before eta)
+                           "algorithms": {ALGORITHM: busbw}}],   # every enabled algorithm's figure
+               "limiting_link": str,       # the last point's limit (or why there is none)
+               "ring": [GPU order of the first ring channel],
+               "channels": {"intra"|"inter": {"RING"|"TREE"|"NVLS": {"pattern", "channels", "bw_intra_gbs",
+                            "bw_inter_gbs", "type_intra", "type_inter"}}},   # NCCL's graphs
+               "nccl_env": [NCCL_* names honoured], "notes": [str]},
+               # NCCL's plan (apps/domain/estimate.py): the channel search on the host graph's links
+               # and NCCL's tuning model, v2.30.7-1; curve(doc, nodes, sizes) gives every size
+  "nccl_env": {"NCCL_ALGO": "Ring", ...},   # the host's NCCL settings as the report states them
+                                            # (host_info --include-nccl-env, or an nccl_env result);
+                                            # {} when none (and in documents stored before it existed)
   "nccl_settings": [{"name": "NCCL_IB_HCA", "value": str, "reason": str}],
                  # value never empty and never holding a device name outside shellsafe.SAFE_NAME
                  # (such names stay in gpus/nics as reported, with finding X02)
@@ -164,11 +187,12 @@ from apps.domain.findings import evaluate
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.hostgraph import frozen as hostgraph_frozen
 from apps.domain.limits import check_host_size
+from apps.domain.nccl_system import document_graph
 from apps.domain.names import natural_key, natural_sorted
 from apps.domain.parsers import KINDS, to_jsonable
 
 __all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
-           "HOSTNAME_SECTION"]
+           "HOSTNAME_SECTION", "nccl_env"]
 
 SCHEMA = 1
 HOSTNAME_SECTION = "hostname"  # a report section holding the host's name, not a parser kind
@@ -210,6 +234,7 @@ class HostAnalysis:
                              f"schema {doc.get('schema')!r})")
         doc = copy.deepcopy(dict(doc))
         doc.setdefault("assumptions", [])
+        doc.setdefault("nccl_env", {})
         if "network" not in doc:
             doc["network"] = _network(doc)
         if "gpu_groups" not in doc:
@@ -220,21 +245,7 @@ class HostAnalysis:
         """The HostGraph, rebuilt from the document's ``graph`` when not kept."""
         if self.graph is not None:
             return self.graph
-        g = self.doc["graph"]
-        G = nx.Graph(hostname=self.hostname, inferred=self.doc["inferred"], sources=list(self.doc["sources"]),
-                     mode=g.get("mode"), cpu_vendor=g.get("cpu_vendor"), cpu_model=g.get("cpu_model"),
-                     gpu_model=self.doc["summary"].get("gpu_model"), warnings=list(self.doc["warnings"]),
-                     disagreements=list(g.get("disagreements") or []),
-                     assumptions=list(self.doc.get("assumptions") or []),
-                     gpu_model_assumed=self.doc["summary"].get("gpu_model_assumed"),
-                     assumed_gpu_model=g.get("assumed_gpu_model"), gdr_module=g.get("gdr_module"),
-                     iommu=g.get("iommu"))
-        for n in g["nodes"]:
-            G.add_node(n["id"], **{k: n.get(k) for k in _NODE_KEYS}, **(n.get("attrs") or {}))
-        for e in g["edges"]:
-            attrs = {("source" if k == "citation" else k): v for k, v in e.items() if k not in ("source", "target")}
-            G.add_edge(e["source"], e["target"], **attrs)
-        return G
+        return document_graph(self.doc)
 
     def path_to(self, gpu: str, other: HostAnalysis, other_gpu: str) -> dict:
         return path_between(self.doc, gpu, other.doc, other_gpu)
@@ -330,7 +341,8 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     doc["network"] = _network(doc)
     doc["gpu_groups"] = gpu_groups(pairs)
     doc["summary"] = _summary(G, doc)
-    doc["estimate"] = estimate(doc)
+    doc["nccl_env"] = nccl_env(results or {})
+    doc["estimate"] = estimate(doc, graph=G)
     doc["nccl_settings"] = suggest_nccl_settings(doc)
     doc["findings"] = evaluate({k: v for k, v in doc.items() if k != "findings"}, results or {}, plain=plain)
     text = json.dumps(doc, default=_jsonable)
@@ -396,6 +408,24 @@ def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
         g["sentence"] = (f"Group {listed}: {words} {between} "
                          f"({'/'.join(g['classes'])}{speed}).")
     return out[:limit]
+
+
+def nccl_env(results: Mapping[str, Any]) -> dict[str, str]:
+    """The host's ``NCCL_*`` settings as the report states them (the document's ``nccl_env``):
+    the agent's ``host_info`` section (``--include-nccl-env``: environment and /etc/nccl.conf),
+    then a separate ``nccl_env`` result, which wins; {} when the report has none."""
+    out: dict[str, str] = {}
+    host = results.get("host_info")
+    raw = host.get("nccl_env") if isinstance(host, Mapping) else getattr(host, "nccl_env", None)
+    for source in (raw, results.get("nccl_env")):
+        if isinstance(source, Mapping):
+            inner = next((source[k] for k in ("vars", "env", "variables", "settings") if k in source), source)
+            if isinstance(inner, Mapping):
+                out.update({str(k): str(v) for k, v in inner.items() if str(k).startswith("NCCL_") and v is not None})
+            elif isinstance(inner, (list, tuple)):
+                out.update({str(i["name"]): str(i.get("value", "")) for i in inner
+                            if isinstance(i, Mapping) and i.get("name")})
+    return out
 
 
 def _network(doc: dict) -> dict:
@@ -469,21 +499,20 @@ def _jsonable(value: Any) -> Any:
 
 def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[str]:
     """NIC ports that carry GPU traffic: a NIC's own ``compute`` attr when the graph has one,
-    else the NICs NCCL would give some GPU if every port were up (so a Down compute port still
-    counts as compute and a storage NIC far from every GPU does not)."""
+    else every port NCCL's channel search uses if every port were up (``paths.nccl_nics``: a port
+    within GPUDirect reach of some GPU, so both rails of a two-NIC-per-GPU host count, a Down
+    compute port still counts, and a storage NIC that every GPU reaches only across the CPU does
+    not). ``choice`` is accepted for callers that have it; the ports do not depend on it."""
+    del choice
     explicit = {n for n in paths.nic_names(G) if G.nodes[n].get("compute") is True}
     if explicit:
         return explicit
-    if choice is not None and paths._candidates(G, True) == paths._candidates(G, False):
-        every = choice  # every port is up: the same candidates give the same choice
-    else:
-        every = paths.nic_choice(G, include_inactive=True)
     # a NIC no source places cannot be told from a storage NIC: it is not demoted either; nor is
     # any NIC while some GPU is not placed (it may be that GPU's NIC)
     if any(G.nodes[g].get("placement") == "unknown" for g in paths.gpu_names(G)):
         return set(paths.nic_names(G))
     unplaced = {n for n in paths.nic_names(G) if G.nodes[n].get("placement") == "unknown"}
-    return {rec["nic"] for rec in every.values()} | unplaced
+    return set(paths.nccl_nics(G, include_inactive=True)) | unplaced
 
 
 def _graph_dict(G: nx.Graph) -> dict:

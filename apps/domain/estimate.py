@@ -1,620 +1,485 @@
-"""Expected all-reduce bus bandwidth of a host layout, and the NCCL settings it suggests.
+"""Expected all-reduce bus bandwidth of a host layout, as NCCL would run it, and the settings it suggests.
 
-``estimate(doc)`` follows domain.md section 5.2 on a snapshot document (``apps/domain/analysis.py``):
+``estimate(doc)`` gives, for 1 to 64 nodes of the layout, the busbw nccl-tests reports for large
+all-reduce with NCCL's defaults (``NCCL_*`` settings of the document's ``nccl_env`` honoured), the
+algorithm NCCL picks, what ``NCCL_ALGO=Ring`` gives, and the element that limits it. It reads one
+model of the host, in named stages:
 
-* ``B_gpu``: per-GPU intra-node bandwidth usable by ring flows (GB/s per direction, spec). On
-  NVSwitch boards ``NV# x per-link spec`` (H100 18 x 25 = 450); on switchless meshes and PCIe
-  boxes the bottleneck hop of the best ring over the GPUs, where a hop is ``NV# x per-link`` for
-  NVLink pairs, the PCIe path (``/ 1.2`` through an Intel root complex) for P2P pairs, and
-  ``min(GPU PCIe, CPU<->CPU constant if SYS)`` for SHM pairs (NCCL's constant, not the UPI/xGMI
-  spec). Ring flows are counted per directed link, links named by the node ids of the pair hops
-  (``gpu_pairs[].hops[].from_id/to_id``; labels such as "PCIe switch (inferred)" repeat): a link
-  that k ring flows traverse in one direction gives each ``spec / k`` (P09). The ring is the best
-  of the GPU order, the PCIe tree order (``graph`` parents: a switch's GPUs stay adjacent, so each
-  tree link is crossed once per direction), the best pair-threshold ring and, when shared links
-  keep those below the pair bound, a bounded exact search (<= 10 GPUs).
-  A GPU pair whose mechanism the report cannot tell (``gpu_pairs[].mechanism`` "unknown": NVLink
-  not reported, a GPU not placed) makes ``B_gpu`` unknown: never read from PCIe. GPU links the
-  class does not count (xGMI) take the figure of their hops.
-* ``B_node``: sum over the Active compute NICs of one link layer of
-  ``min(Rate/8, NIC PCIe link, GPU->NIC path)``; functions of one adapter share its PCIe link.
-* ``busbw(N=1) = eta_intra x B_gpu``; ``busbw(N>1) = min(eta_intra x B_gpu, eta_net x B_node)``
-  (the ring ceiling; each point also carries ``hier_busbw_gbs``, the ceiling of NCCL's
-  hierarchical tree algorithms, where inter-node bytes per node shrink to ``2(N-1)/N x S``, which
-  is why 2-node runs can exceed the NIC sum).
+1. :func:`link_figures` -- NCCL's system (``apps.domain.nccl_system``): the host graph's links with
+   the NCCL figures :mod:`apps.domain.bandwidth` put on its edges, the document's GPU pair paths,
+   the NETs NCCL uses (every compute port, adapters' ports fused) and the GPU<->NET paths with PXN.
+2. :func:`channel_search` -- NCCL's graphs (``apps.domain.nccl_search``): rings, trees and NVLS
+   channels found on those links, inside one node and, with the NETs, across nodes. On switchless
+   NVLink and xGMI meshes the rings are the ones the links carry side by side (DGX-1 V100: 6 x 20
+   GB/s, not one ring of its slowest pair).
+3. :func:`nic_sum` -- the node's NIC line rates, every compute port counted.
+4. :func:`cost_table` -- NCCL's tuning model (``apps.domain.nccl_tuning``): each algorithm's and
+   protocol's bandwidth and latency; :func:`plateau` the choice for 16 GiB messages.
 
-Efficiencies (section 5.2 ranges, pinned by the measurements of section 2.6 and
-``realdata/published_busbw.tsv``): ``ETA_NVLINK = 0.82`` (H100 ring all-reduce 369-370 of 450 GB/s;
-A100 ~80 %), ``ETA_PCIE = 0.86`` (0.85-0.88), ``ETA_NET = 0.92`` (0.90-0.95; reproduces the worked
-examples of 5.5: 7 x 50 -> 322, 1 x 50 -> 46).
+nccl-tests reports NCCL's bus bandwidth for rings and NVLS (busbw = algbw x 2(n-1)/n, and NCCL
+times rings and NVLS with algbw = busBw x n/(2(n-1))), and busBw x (n-1)/n for trees (NCCL times
+them at busBw / 2). NCCL's figures are what it plans with; what nccl-tests measures differs by an
+efficiency set once from published runs (``docs/calibration.md``): ``ETA_INTRA`` for one node,
+``ETA_NET`` across nodes. The published rows the model covers are checked by
+``tests/domain/engine/test_calibration.py`` (each within +-15 %).
 
-``curve(doc, nodes, sizes)`` adds the latency term of section 5.3 (Simple protocol, ring and tree).
-``suggest_nccl_settings(doc)`` lists the NCCL variables the layout calls for, each with its reason.
+``curve(doc, nodes, sizes)`` times each size with NCCL's latency + bandwidth model for every
+enabled algorithm and protocol (tuning.cc L630-655) and reports the one NCCL picks, so small sizes
+are latency-bound. ``suggest_nccl_settings(doc)`` lists the NCCL variables the layout calls for.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from apps.domain.findings._base import (
-    GDR_CLASSES, Ctx, as_float, as_int, as_list, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token, nv_count,
-)
+import networkx as nx
+
+from apps.domain import nccl_search, nccl_tuning
+from apps.domain.findings._base import Ctx, as_list, gpu_sort_key, join, normalize_token
+from apps.domain.nccl_search import BALANCED_TREE, NVLS, RING, Graph
+from apps.domain.nccl_system import NVS, System, build_system, document_graph
+from apps.domain.nccl_tuning import Cost
 from apps.domain.shellsafe import is_safe_name
 
-__all__ = ["estimate", "curve", "suggest_nccl_settings", "ETA_NVLINK", "ETA_PCIE", "ETA_NET", "NODE_COUNTS"]
+__all__ = ["estimate", "curve", "suggest_nccl_settings", "link_figures", "channel_search", "nic_sum", "cost_table",
+           "plateau", "clear_caches", "ETA_INTRA", "ETA_NET", "NODE_COUNTS", "PLATEAU_BYTES"]
 
-ETA_NVLINK = 0.82
-ETA_PCIE = 0.86
-ETA_NET = 0.92
+#: nccl-tests busbw / NCCL's bus bandwidth inside one node: the single-node NVSwitch rows of
+#: published_busbw.tsv (docs/calibration.md, "Constants").
+ETA_INTRA = 1.02
+#: the same across nodes: the 2-, 4- and 8-node H100 rows on 8 x 400G InfiniBand (docs/calibration.md).
+ETA_NET = 0.96
 NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-_DEFAULT_INTER_SOCKET = 10.0  # NCCL SKL_QPI_BW when the CPU is unknown (topo.h [S1])
-
-try:  # the engine's bandwidth table (domain.md section 2)
-    from apps.domain import bandwidth as _bw
-except ImportError:  # pragma: no cover
-    _bw = None
-
-_LANE = {1: 0.25, 2: 0.5, 3: 15.75 / 16, 4: 31.5 / 16, 5: 63.0 / 16, 6: 121.0 / 16}
+PLATEAU_BYTES = 16 << 30  # "large messages": the largest size the published rows print
 
 
-def _pcie(gen: Any, width: Any) -> float | None:
-    g, w = as_int(gen), as_int(width)
-    return round(_LANE[g] * w, 2) if g in _LANE and w else None
+# ---------------------------------------------------------------------------------------- stages
 
 
-def _edge_gbs(e: Mapping | None, capability: bool = False) -> float | None:
-    """Spec GB/s of a PCIe edge; ``capability`` uses max gen/width (a GPU idles at Gen1)."""
-    if not e:
-        return None
-    if e.get("inferred") or e.get("assumed"):
-        # inferred/assumed links carry the engine's assumption policy figures (bandwidth.assume)
-        return as_float(e.get("spec_gbs"))
-    if capability:
-        bw = _pcie(e.get("max_gen") or e.get("gen"), e.get("max_width") or e.get("width"))
-        if bw:
-            w, mw = as_int(e.get("width")), as_int(e.get("max_width"))
-            if w and mw and w < mw:  # a narrowed width is real (P06): keep it
-                bw = _pcie(e.get("max_gen") or e.get("gen"), w)
-            return bw
-    return as_float(e.get("spec_gbs")) or _pcie(e.get("gen"), e.get("width"))
+def link_figures(doc: Mapping[str, Any], graph: nx.Graph | None = None, env: Mapping[str, str] | None = None) -> System:
+    """Stage 1: NCCL's system for the document (see ``apps.domain.nccl_system``)."""
+    return build_system(doc, graph, env)
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One ring step a->b: ``bw`` GB/s per direction (spec), ``kind`` nvlink | pcie | shm_sys | shm,
-    ``links`` the directed links it loads as (from id, to id, GB/s, hop kind), ``narrow`` the link
-    that sets ``bw`` as (from id, to id, touches a GPU, hop kind), or None."""
+class Graphs:
+    """Stage 2's result: NCCL's graphs inside one node (``intra``) and across nodes (``inter``),
+    each ``{"RING", "TREE", "NVLS"}`` -> :class:`~apps.domain.nccl_search.Graph`."""
 
-    bw: float
-    kind: str
-    links: tuple[tuple[str, str, float, str], ...]
-    narrow: tuple[str, str, bool, str] | None
+    intra: Mapping[str, Graph]
+    inter: Mapping[str, Graph] = field(default_factory=dict)
 
 
-def _end(hop: Mapping, side: str) -> str:
-    return str(hop.get(f"{side}_id") or hop.get(side))
-
-
-class _Host:
-    def __init__(self, doc: Mapping[str, Any]):
-        self.ctx = Ctx(doc, {})
-        self.doc = doc
-        self.names = self.ctx.gpu_names
-        # the real model, else the representative of the class the engine assumed (bandwidth.assume)
-        self.model = self.ctx.gpu_model() or (doc.get("graph") or {}).get("assumed_gpu_model")
-        self._steps: dict[tuple[str, str], _Step] = {}
-        self._ring: list[str] | None = None
-        self._labels: dict[str, int] = defaultdict(int)
-        for nid in self.ctx.nodes:
-            self._labels[self.ctx.node_name(nid)] += 1
-
-    # --- per-link numbers -------------------------------------------------------------------
-    def nv_per_link(self) -> float:
-        if _bw is not None:
-            spec = _bw.nvlink_per_link(self.model).spec_gbs
-            if spec:
-                return spec
-        for e in self.ctx.edges:
-            if e.get("kind") == "nvlink" and as_float(e.get("spec_gbs")) and as_int(e.get("links")):
-                return as_float(e["spec_gbs"]) / as_int(e["links"])
-        return 25.0
-
-    def gpu_pcie(self, gpu: str) -> float:
-        node = (self.ctx.gpu(gpu) or {}).get("node") or gpu
-        bw = _edge_gbs(self.ctx.uplink(node), capability=True)
-        if bw:
-            return bw
-        gen = _bw.gpu_generation(self.model).pcie_gen if _bw is not None else None
-        return _pcie(gen or (_bw.ASSUMED_PCIE_GEN if _bw is not None else 4), 16)
-
-    def inter_socket(self) -> float:
-        for e in self.ctx.edges:  # the graph's own figure (known CPU, or the assumption policy's)
-            if e.get("kind") == "inter_socket" and as_float(e.get("nccl_gbs")):
-                return as_float(e["nccl_gbs"])
-        vendor = (self.doc.get("graph") or {}).get("cpu_vendor")
-        model = (self.doc.get("graph") or {}).get("cpu_model")
-        if not vendor:
-            for n in self.ctx.nodes.values():
-                if n.get("kind") == "cpu":
-                    vendor = (n.get("attrs") or {}).get("vendor") or vendor
-        if _bw is not None and vendor:
-            got = _bw.inter_socket(vendor, model).nccl_gbs
-            if got:
-                return got
-        return _DEFAULT_INTER_SOCKET
-
-    # --- GPU pairs ------------------------------------------------------------------------
-    def node_id(self, gpu: str) -> str:
-        return str((self.ctx.gpu(gpu) or {}).get("node") or gpu)
-
-    def intel_cpu(self) -> bool:
-        vendor = str((self.doc.get("graph") or {}).get("cpu_vendor") or "")
-        return "intel" in vendor.lower()
-
-    def step(self, a: str, b: str) -> "_Step":
-        """The ring step a->b: its figure (GB/s per direction, spec), kind and the directed links it loads.
-
-        Links are keyed by node id (``from_id``/``to_id`` of the pair's hops; ``from``/``to`` when a
-        document has no ids): labels such as "PCIe switch (inferred)" name several switches.
-        """
-        key = (a, b)
-        if key not in self._steps:
-            self._steps[key] = self._make_step(a, b)
-        return self._steps[key]
-
-    def _make_step(self, a: str, b: str) -> "_Step":
-        cls = self.ctx.pair_class(a, b)
-        c = nv_count(cls)
-        if c:  # point-to-point NVLink: no PCIe link is loaded
-            return _Step(c * self.nv_per_link(), "nvlink", (), None)
-        pair = self.ctx.pair(a, b)
-        mech = str(pair.get("mechanism") or "")
-        if mech in ("nvlink", "nvswitch") and not pair.get("via"):
-            # a GPU link the class does not count (xGMI): the figure its hops carry
-            figures = [as_float(h.get("spec_gbs")) or as_float(h.get("expected_gbs"))
-                       for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
-            figures = [f for f in figures if f]
-            if figures:
-                return _Step(min(figures), "nvlink", (), None)
-        shm = mech == "shm" or (not mech and cls not in GDR_CLASSES)
-        kind = ("shm_sys" if cls == "SYS" else "shm") if shm else "pcie"
-        own = {self.node_id(a), self.node_id(b)}
-        links: list[tuple[str, str, float, str]] = []
-        best, narrow, socket = math.inf, None, False
-        for h in self._directed_hops(a, b):
-            hk = h.get("kind")
-            if hk == "inter_socket":  # NCCL plans CPU<->CPU with its constant, not the UPI/xGMI spec (2.4)
-                cap, socket = self.inter_socket(), True
-            elif hk == "pcie":
-                cap = as_float(h.get("spec_gbs"))
-            else:
-                continue
-            if not cap:
-                continue
-            frm, to = _end(h, "from"), _end(h, "to")
-            links.append((frm, to, cap, hk))
-            touches = frm in own or to in own
-            if cap < best - 1e-9 or (abs(cap - best) <= 1e-9 and touches and not (narrow and narrow[2])):
-                best, narrow = cap, (frm, to, touches, hk)
-        if links:
-            bw = best
-            if kind == "shm_sys" and not socket:  # a path without its socket hop: 5.2's SHM rule
-                bw = min(bw, self.inter_socket())
-                if bw < best:
-                    narrow = None
-        else:
-            bw = min(self.gpu_pcie(a), self.gpu_pcie(b))
-            if kind == "shm_sys":
-                bw = min(bw, self.inter_socket())
-        if kind == "pcie" and cls in ("PHB", "NODE", "SYS") and self.intel_cpu():
-            bw /= 1.2  # P2P through an Intel root complex (INTEL_P2P_OVERHEAD, 5.2)
-            narrow = None
-        return _Step(bw, kind, tuple(links), narrow)
-
-    def hop(self, a: str, b: str) -> tuple[float, str]:
-        """(GB/s spec, kind) of the ring step a->b: kind nvlink | pcie | shm_sys | shm."""
-        st = self.step(a, b)
-        return st.bw, st.kind
-
-    def ring(self) -> list[str]:
-        """The GPU order of the best ring (cached)."""
-        if self._ring is None:
-            self._ring = self._best_ring()
-        return list(self._ring)
-
-    def _best_ring(self) -> list[str]:
-        """The ring NCCL would build: highest bottleneck first (pair figures and links that ring
-        flows share in one direction), then the fewest link crossings, then the earliest candidate.
-
-        Candidates: the GPU order; the PCIe tree order (GPUs under one switch / socket adjacent, so
-        every tree link is crossed once per direction); the ring of the best pair threshold. When
-        none reaches the pair bound (shared links bite), a bounded exact search (<= 10 GPUs)."""
-        names = list(self.names)
-        n = len(names)
-        if n <= 3:
-            return names
-        w = {(a, b): self.step(a, b).bw for a in names for b in names if a != b}
-        cands = [names]
-        tree = self._tree_order()
-        if tree != names:
-            cands.append(tree)
-        bound = math.inf
-        if n <= 10:
-            for t in sorted(set(w.values()), reverse=True):
-                ok = [r for r in cands if all(w[(a, b)] >= t for a, b in zip(r, r[1:] + r[:1]))]
-                ring = ok[0] if ok else _hamiltonian(names, lambda a, b: w[(a, b)] >= t)
-                if ring:
-                    bound = t
-                    if ring not in cands:
-                        cands.append(ring)
-                    break
-        else:  # greedy nearest-best neighbour for large boxes (uniform NVSwitch boards are exact anyway)
-            ring, left = [names[0]], set(names[1:])
-            while left:
-                cur = ring[-1]
-                nxt = max(sorted(left, key=gpu_sort_key), key=lambda x: w[(cur, x)])
-                ring.append(nxt)
-                left.remove(nxt)
-            cands.append(ring)
-        scored = [(self._score(r), i, r) for i, r in enumerate(cands)]
-        (best_bw, _l, _k, uses), _i, best = min(scored, key=lambda s: (-round(s[0][0], 6), s[0][3], s[1]))
-        if n <= 10 and best_bw < min(bound, self._forced_bound(names)) - 1e-9:
-            found = self._search(names, best_bw)
-            if found is not None:
-                best = found
-        return best
-
-    def _tree_order(self) -> list[str]:
-        """GPUs in depth-first order of the PCIe tree (``graph`` parents), subtrees by smallest GPU."""
-        names = list(self.names)
-        index = {g: i for i, g in enumerate(names)}
-        chains: dict[str, list[str]] = {}
-        for g in names:
-            chain, seen = [], set()
-            cur = (self.ctx.nodes.get(self.node_id(g)) or {}).get("parent")
-            while cur is not None and cur not in seen:
-                seen.add(cur)
-                chain.append(cur)
-                cur = (self.ctx.nodes.get(cur) or {}).get("parent")
-            chains[g] = chain[::-1]
-        if not any(chains.values()):
-            return names
-        first: dict[str, int] = {}
-        for g, chain in chains.items():
-            for x in chain:
-                first[x] = min(first.get(x, index[g]), index[g])
-        return sorted(names, key=lambda g: [first[x] for x in chains[g]] + [index[g]])
-
-    def _score(self, ring: list[str]) -> tuple[float, str, str, int]:
-        """(bottleneck GB/s, limit text, kind, link crossings) of ``ring``."""
-        steps = list(zip(ring, ring[1:] + ring[:1]))
-        flows: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
-        best, limit, kind = math.inf, "", "none"
-        for a, b in steps:
-            st = self.step(a, b)
-            if st.bw < best:
-                best, kind, limit = st.bw, st.kind, self._hop_text(a, b, st)
-            for frm, to, cap, hk in st.links:
-                flows[(frm, to)].append((cap, hk))
-        for (frm, to), uses in flows.items():  # ring order: the first link met names the limit
-            k, cap = len(uses), min(c for c, _ in uses)
-            if k > 1 and cap / k < best - 1e-9:
-                best, kind = cap / k, "shared"
-                what = "CPU socket link" if uses[0][1] == "inter_socket" else "PCIe uplink"
-                limit = (f"shared {what} {self._name(frm)} -> {self._name(to)} ({k} ring flows in the same "
-                         f"direction, {fmt_gbs(cap)} shared)")
-        return best, limit, kind, sum(len(u) for u in flows.values())
-
-    def _forced_bound(self, names: list[str]) -> float:
-        """An upper bound for any ring from links every ring must share: a ring leaves (and enters)
-        each GPU exactly once, so a directed link on every step out of k GPUs (or into k GPUs)
-        carries at least k flows (e.g. a switch uplink when its GPUs have no P2P: SHM)."""
-        out: dict[tuple[str, str], int] = defaultdict(int)
-        into: dict[tuple[str, str], int] = defaultdict(int)
-        caps: dict[tuple[str, str], float] = {}
-        for g in names:
-            others = [x for x in names if x != g]
-            for side, table in ((lambda x: self.step(g, x), out), (lambda x: self.step(x, g), into)):
-                common = None
-                for x in others:
-                    keys = {(frm, to) for frm, to, _c, _k in side(x).links}
-                    common = keys if common is None else common & keys
-                for x in others:
-                    for frm, to, cap, _k in side(x).links:
-                        caps[(frm, to)] = min(caps.get((frm, to), cap), cap)
-                for key in common or ():
-                    table[key] += 1
-        bound = math.inf
-        for table in (out, into):
-            for key, k in table.items():
-                if k > 1:
-                    bound = min(bound, caps[key] / k)
-        return bound
-
-    def _search(self, names: list[str], floor: float, budget: int = 10_000) -> list[str] | None:
-        """Branch and bound for a ring strictly better than ``floor``; at most ``budget`` partial
-        rings are expanded (a ring's value only falls as steps are added, which prunes)."""
-        best: list = [floor, None]
-        left_budget = [budget]
-        counts: dict[tuple[str, str], int] = defaultdict(int)
-        caps: dict[tuple[str, str], float] = {}
-        order = {a: sorted((b for b in names if b != a), key=lambda b: (-self.step(a, b).bw, gpu_sort_key(b)))
-                 for a in names}
-
-        def push(st: _Step, value: float) -> float:
-            value = min(value, st.bw)
-            for frm, to, cap, _hk in st.links:
-                key = (frm, to)
-                counts[key] += 1
-                caps[key] = min(caps.get(key, cap), cap)
-                if counts[key] > 1:
-                    value = min(value, caps[key] / counts[key])
-            return value
-
-        def pop(st: _Step) -> None:
-            for frm, to, _cap, _hk in st.links:
-                counts[(frm, to)] -= 1
-
-        def walk(path: list[str], left: set[str], value: float) -> None:
-            left_budget[0] -= 1
-            if left_budget[0] < 0:
-                return
-            last = path[-1]
-            if not left:
-                st = self.step(last, path[0])
-                v = push(st, value)
-                pop(st)
-                if v > best[0] + 1e-9:
-                    best[0], best[1] = v, list(path)
-                return
-            for nxt in order[last]:
-                if nxt not in left:
-                    continue
-                st = self.step(last, nxt)
-                v = push(st, value)
-                if v > best[0] + 1e-9:
-                    path.append(nxt)
-                    left.discard(nxt)
-                    walk(path, left, v)
-                    left.add(nxt)
-                    path.pop()
-                pop(st)
-
-        if len(names) > 1:
-            walk([names[0]], set(names[1:]), math.inf)
-        return best[1]
-
-    def unknown_pair(self) -> dict | None:
-        """A GPU pair whose mechanism the report cannot tell (NVLink not reported, a GPU not placed):
-        the intra-node term is then unknown, never read from PCIe."""
-        for p in as_list(self.doc.get("gpu_pairs")):
-            if isinstance(p, Mapping) and p.get("mechanism") == "unknown":
-                return p
-        return None
-
-    def b_gpu(self) -> tuple[float | None, str, str]:
-        """(B_gpu, limit text, hop kind) for the best ring."""
-        names = self.names
-        if len(names) < 2:
-            return None, "a single GPU: no intra-node all-reduce traffic", "none"
-        unknown = self.unknown_pair()
-        if unknown is not None:
-            return None, (f"unknown inside the node: {unknown.get('a')}-{unknown.get('b')}: "
-                          f"{unknown.get('reason')}"), "unknown"
-        ring = self.ring()
-        best, limit, kind, _uses = self._score(ring)
-        return round(best, 2), limit, kind
-
-    def _directed_hops(self, a: str, b: str) -> list[dict]:
-        pair = self.ctx.pair(a, b)
-        hops = [dict(h) for h in as_list(pair.get("hops")) if isinstance(h, Mapping)]
-        if pair.get("a") == b:  # stored b->a: walk it backwards
-            hops = [dict(h, **{"from": h.get("to"), "to": h.get("from"),
-                               "from_id": h.get("to_id"), "to_id": h.get("from_id")}) for h in reversed(hops)]
-        return hops
-
-    def _name(self, node_id: str) -> str:
-        """A node's label, with its id when several nodes share that label."""
-        label = self.ctx.node_name(node_id) if node_id in self.ctx.nodes else node_id
-        if label != node_id and self._labels.get(label, 0) > 1:
-            return f"{label} [{node_id}]"
-        return label
-
-    def _hop_text(self, a: str, b: str, st: "_Step") -> str:
-        bw = st.bw
-        if st.kind == "nvlink":
-            return "NVLink inside the node"
-        if st.kind == "shm_sys":
-            return f"host memory (SHM) across the CPU socket link between {a} and {b} ({fmt_gbs(bw)})"
-        if st.kind == "shm":
-            return f"host memory (SHM) through the CPU between {a} and {b} ({fmt_gbs(bw)})"
-        if st.narrow is not None:
-            frm, to, _touches, _hk = st.narrow
-            if frm == self.node_id(a) or to == self.node_id(b):
-                g = a if frm == self.node_id(a) else b
-                return f"PCIe inside the node: {g}'s own PCIe link ({fmt_gbs(bw)}; ring step {a} -> {b})"
-            return (f"PCIe inside the node: link {self._name(frm)} -> {self._name(to)} ({fmt_gbs(bw)}; "
-                    f"ring step {a} -> {b})")
-        return f"PCIe inside the node ({a} -> {b}, {fmt_gbs(bw)})"
-
-    # --- NICs -----------------------------------------------------------------------------
-    def b_node(self) -> tuple[float | None, list[float], str]:
-        from apps.domain.findings.fabric import preferred_layer
-        layer, nics = preferred_layer(self.ctx)
-        if not nics:
-            return None, [], ""
-        per_nic: list[float] = []
-        adapters: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
-        for nic in sorted(nics, key=lambda n: gpu_sort_key(str(n.get("name")))):
-            rate = as_float(nic.get("rate_gbps"))
-            if not rate:
-                continue
-            bw = rate / 8
-            link = _edge_gbs(self.ctx.uplink(nic.get("node") or "")) if nic.get("node") else None
-            path = self._gpu_nic_path(nic, link)
-            value = min(x for x in (bw, link, path) if x)
-            key = str(nic.get("bdf") or nic.get("name"))
-            key = key[:-2] if nic.get("bdf") and key[-2] == "." else key
-            adapters[key].append((value, link))
-        for funcs in adapters.values():
-            total = sum(v for v, _ in funcs)
-            link = next((ln for _, ln in funcs if ln), None)
-            if link and total > link:  # the ports of one adapter share its PCIe link
-                scale = link / total
-                per_nic += [round(v * scale, 2) for v, _ in funcs]
-            else:
-                per_nic += [round(v, 2) for v, _ in funcs]
-        if not per_nic:
-            return None, [], layer
-        return round(sum(per_nic), 2), per_nic, layer
-
-    def _gpu_nic_path(self, nic: Mapping, link: float | None) -> float | None:
-        name = nic.get("name")
-        cells = [r for r in as_list(self.doc.get("gpu_nic_matrix")) if isinstance(r, Mapping) and r.get("nic") == name]
-        vals = [as_float(r.get("bandwidth_gbs")) for r in cells if as_float(r.get("bandwidth_gbs"))]
-        if vals:
-            return max(vals)
-        classes = [normalize_token(r.get("path_class")) for r in cells]
-        if not classes or any(c in GDR_CLASSES for c in classes):
-            return None  # GPUDirect: the NIC link is the limit
-        gpus = [r.get("gpu") for r in cells]
-        best = max(self.gpu_pcie(g) for g in gpus)
-        if all(c == "SYS" for c in classes):
-            best = min(best, self.inter_socket())
-        return min(best, link) if link else best
-
-
-def _hamiltonian(names: list[str], ok) -> list[str] | None:
-    """A Hamiltonian cycle over ``names`` using only edges with ok(a, b) (bitmask DP, n <= 10)."""
-    n = len(names)
-    full = (1 << n) - 1
-    reach = [[False] * n for _ in range(1 << n)]
-    prev: dict[tuple[int, int], int] = {}
-    reach[1][0] = True
-    for mask in range(1 << n):
-        if not mask & 1:
-            continue
-        for last in range(n):
-            if not reach[mask][last]:
-                continue
-            for nxt in range(n):
-                if mask & (1 << nxt) or not ok(names[last], names[nxt]):
-                    continue
-                m2 = mask | (1 << nxt)
-                if not reach[m2][nxt]:
-                    reach[m2][nxt] = True
-                    prev[(m2, nxt)] = last
-    for last in range(1, n):
-        if reach[full][last] and ok(names[last], names[0]):
-            order, mask, cur = [], full, last
-            while cur != 0:
-                order.append(names[cur])
-                p = prev[(mask, cur)]
-                mask &= ~(1 << cur)
-                cur = p
-            return [names[0]] + order[::-1]
-    return None
-
-
-def _nic_sum_text(per_nic: list[float]) -> str:
-    if len(set(per_nic)) == 1:
-        return f"NIC sum across nodes ({len(per_nic)} x {fmt_gbs(per_nic[0])})"
-    return "NIC sum across nodes (" + " + ".join(fmt_num(round(v, 1)) for v in per_nic) + " GB/s)"
-
-
-def estimate(doc: Mapping[str, Any]) -> dict:
-    """Expected all-reduce busbw plateau for 1..64 nodes of this layout (domain.md 5.2).
-
-    Returns {"b_gpu_gbs", "b_node_gbs", "eta_intra", "eta_net", "points": [{"nodes", "busbw_gbs",
-    "limit", "hier_busbw_gbs"}], "limiting_link", "ring": [GPU order], "notes": [str]}. Points for
-    N > 1 are given only when the node's NICs are known (``b_node_gbs`` not null).
-    """
-    h = _Host(doc)
-    g = len(h.names)
-    b_gpu, intra_limit, kind = h.b_gpu()
-    eta_intra = ETA_NVLINK if kind == "nvlink" else ETA_PCIE
-    notes = []
-    if g == 0:
-        intra_limit = "no GPUs reported"
-        notes.append("no GPUs reported: the intra-node term is unknown")
-    if b_gpu is None and g == 1:
-        b_gpu = h.gpu_pcie(h.names[0])
-        intra_limit = f"the GPU's own PCIe link ({fmt_gbs(b_gpu)})"
-        eta_intra = ETA_PCIE
-        notes.append("one GPU per node: the intra-node term is the GPU's PCIe link")
-    b_node, per_nic, _layer = h.b_node()
-    points = []
-    intra = round(eta_intra * b_gpu, 1) if b_gpu else None
-    if kind == "unknown":
-        notes.append("the intra-node term is unknown (see limiting_link): no single-node figure, and multi-node "
-                     "figures are the NIC ceiling only")
-    for nodes in NODE_COUNTS:
-        if nodes == 1:
-            if g < 2 or intra is None:
-                continue
-            points.append({"nodes": 1, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": intra})
-            continue
-        if b_node is None:
-            continue
-        if g == 0:
-            continue
-        net = round(ETA_NET * b_node, 1)
-        n = nodes * max(g, 1)
-        hier = round(min(intra or math.inf, net * (n - 1) * nodes / (n * (nodes - 1))), 1)
-        if intra is not None and intra <= net:
-            points.append({"nodes": nodes, "busbw_gbs": intra, "limit": intra_limit, "hier_busbw_gbs": hier})
-        else:
-            limit = _nic_sum_text(per_nic) + (" (intra-node term unknown)" if kind == "unknown" else "")
-            points.append({"nodes": nodes, "busbw_gbs": net, "limit": limit, "hier_busbw_gbs": hier})
-    if b_node is None:
-        notes.append("no Active compute NIC reported: multi-node points are not estimated")
-    limiting = points[-1]["limit"] if points else intra_limit
-    return {"b_gpu_gbs": b_gpu, "b_node_gbs": b_node, "eta_intra": eta_intra, "eta_net": ETA_NET,
-            "points": points, "limiting_link": limiting,
-            "ring": h.ring() if g > 1 and kind != "unknown" else list(h.names),
-            "notes": notes}
-
-
-# --- latency term (domain.md 5.3) ------------------------------------------------------------
-
-
-def curve(doc: Mapping[str, Any], nodes: int, sizes: Iterable[int]) -> list[dict]:
-    """Expected busbw at each message size (bytes) on ``nodes`` nodes: the better of ring and tree,
-    Simple protocol, with NCCL's latency constants (tuning.cc L148-176, L384-423)."""
-    est = estimate(doc)
-    point = next((p for p in est["points"] if p["nodes"] == nodes), None)
-    if point is None or not point["busbw_gbs"]:
-        return []
-    h = _Host(doc)
-    g = max(len(h.names), 1)
-    n = nodes * g
-    if n < 2:
-        return []
-    nvlink = h.ctx.nv_pairs() != {}
-    h_intra = 3.4 if nvlink else 5.7
-    if nodes > 1:
-        h_intra = max(h_intra, 3 * 1.0)  # netOverhead 1 (Intel) / 2 (AMD): 3x sets the floor
-    ring_alpha = 8.4 + (2 * (n - 1) - 2 * (nodes - 1)) * h_intra + 2 * (nodes - 1) * 14.0
-    tree_alpha = 8.4 + 2 * ((g - 1) * 4.0 + math.log2(nodes) * 14.0) if nodes > 1 else ring_alpha
+def channel_search(system: System, env: Mapping[str, str] | None = None) -> Graphs:
+    """Stage 2: rings, trees and NVLS channels as ``ncclTopoCompute`` finds them (init.cc
+    L1174-1216: trees with the ring's channel count; NVLS only where multicast is possible), inside
+    one node and, when the host has NETs, across nodes; ``NCCL_CROSS_NIC`` honoured."""
+    env = env or {}
+    cross = _int(env.get("NCCL_CROSS_NIC"), 2)
+    nvls_on = str(env.get("NCCL_NVLS_ENABLE", "2")).strip() != "0"
     out = []
-    for size in sizes:
-        best = None
-        for algo, alpha, peak in (("ring", ring_alpha, point["busbw_gbs"]), ("tree", tree_alpha,
-                                                                           point["hier_busbw_gbs"])):
-            algbw_peak = peak * n / (2 * (n - 1))
-            t = alpha * 1e-6 + size / (algbw_peak * 1e9)
-            busbw = size / t / 1e9 * 2 * (n - 1) / n
-            if best is None or busbw > best["busbw_gbs"]:
-                best = {"size": int(size), "busbw_gbs": round(busbw, 2), "algo": algo, "latency_us": round(alpha, 1)}
-        out.append(best)
+    for inter in (False, True):
+        if inter and not system.nets:
+            out.append({})
+            continue
+        ring = nccl_search.compute(system, RING, inter=inter, cross_nic=cross)
+        tree = nccl_search.compute(system, BALANCED_TREE, inter=inter, min_channels=ring.n_channels,
+                                   max_channels=ring.n_channels, cross_nic=cross)
+        graphs = {"RING": ring, "TREE": tree}
+        if nvls_on:
+            graphs["NVLS"] = nccl_search.compute(system, NVLS, inter=inter)
+        if str(env.get("NCCL_COLLNET_ENABLE", "0")).strip() == "1":
+            graphs["COLLNET"] = tree  # CollNet's graphs are not searched: the tree's stand for them
+        # comm->nChannels = min(tree, ring) (init.cc L1459); a tree this search did not find in its
+        # budget (NCCL's longer search finds one with the ring's channel count) does not cut the rings
+        n = ring.n_channels if tree.fallback else (min(ring.n_channels, tree.n_channels) or ring.n_channels)
+        graphs["RING"] = _with_channels(ring, n)
+        graphs["TREE"] = _with_channels(tree, n)
+        out.append(graphs)
+    return Graphs(out[0], out[1])
+
+
+def _with_channels(g: Graph, n: int) -> Graph:
+    if g.n_channels == n or n <= 0:
+        return g
+    return replace(g, n_channels=n, channels=g.channels[:n], nets=g.nets[:n])
+
+
+def nic_sum(system: System) -> tuple[float | None, list[float], str]:
+    """Stage 3: (the node's NIC sum GB/s, per adapter, words): every compute port NCCL may use
+    counted at its line rate, the ports of one adapter together no more than its PCIe link."""
+    per = [round(min(gbs, link) if link else gbs, 2) for _name, gbs, link in system.ports]
+    if not per:
+        return None, [], ""
+    return round(sum(per), 2), per, _nic_sum_text(system)
+
+
+def _nic_sum_text(system: System) -> str:
+    per = [round(min(gbs, link) if link else gbs, 2) for _name, gbs, link in system.ports]
+    if len(set(per)) == 1:
+        return f"{len(per)} x {_gbs(per[0])}"
+    return " + ".join(_num(round(v, 1)) for v in per) + " GB/s"
+
+
+def cost_table(system: System, graphs: Graphs, nodes: int, env: Mapping[str, str] | None = None
+               ) -> dict[tuple[str, str], Cost]:
+    """Stage 4: NCCL's tuning table for ``nodes`` nodes (``nccl_tuning.tune``)."""
+    return nccl_tuning.tune(system, graphs.intra if nodes == 1 else graphs.inter, nodes, env)
+
+
+def _efficiency(nodes: int) -> float:
+    return ETA_INTRA if nodes == 1 else ETA_NET
+
+
+def _comm_channels(system: System, graphs: Graphs, nodes: int) -> int:
+    """``comm->nChannels`` after ``ncclTopoPostset`` doubled the ring channels (connect.cc L460,
+    L480-483), what ``ncclTopoGetAlgoTime``'s ring plateau test divides by."""
+    ring = (graphs.intra if nodes == 1 else graphs.inter).get("RING")
+    n = min(64, 2 * (ring.n_channels if ring else 1))
+    if nodes > 1 and (system.sm or 0) >= 90 and ring is not None and ring.bw_intra > 45.0 and n < 16:
+        n = min(64, 2 * n)
+    return n
+
+
+def _timing(system: System, graphs: Graphs, nodes: int) -> dict:
+    n_ranks = len(system.gpus) * nodes
+    return {"nodes": nodes, "n_ranks": n_ranks, "comm_channels": _comm_channels(system, graphs, nodes),
+            "system": system, "efficiency": _efficiency(nodes)}
+
+
+def _busbw(cost: Cost, n_ranks: int, env: Mapping[str, str], nbytes: int, t_us: float) -> float:
+    """nccl-tests' busbw for one all-reduce of ``nbytes`` taking ``t_us``: algbw x its factor."""
+    return nbytes / t_us / 1000 * nccl_tuning.nccl_tests_factor(cost.algorithm, n_ranks, env)
+
+
+def plateau(table: Mapping[tuple[str, str], Cost], timing: Mapping, env: Mapping[str, str],
+            only: str | None = None) -> tuple[Cost, float] | None:
+    """(the cost NCCL picks for ``PLATEAU_BYTES``, the busbw nccl-tests reports at that size);
+    ``only`` restricts to one algorithm."""
+    if only:
+        table = {k: v for k, v in table.items() if k[0] == only}
+    best = nccl_tuning.choose(table, PLATEAU_BYTES, **timing)
+    if best is None:
+        return None
+    cost, t = best
+    return cost, round(_busbw(cost, timing["n_ranks"], env, PLATEAU_BYTES, t), 1)
+
+
+# ---------------------------------------------------------------------------------------- limits
+
+
+def _usage(system: System, graph: Graph, inter: bool) -> dict:
+    """Per directed link, the bandwidth the graph's channels reserve on it (NVLS: each GPU's fabric
+    link, twice for the channel's head)."""
+    used: dict = {}
+
+    def add(path, bw):
+        if path is None:
+            return
+        for k in path.links:
+            used[k] = used.get(k, 0.0) + bw * (1.2 if path.intel_phb and NVS not in k else 1.0)
+
+    for c, order in enumerate(graph.channels):
+        if graph.pattern == NVLS:
+            head = order[0] if order else None
+            for g in system.gpus:
+                for k in ((g, NVS), (NVS, g)):
+                    used[k] = used.get(k, 0.0) + graph.bw_intra * (2 if g == head else 1)
+            continue
+        steps = list(zip(order, order[1:]))
+        if graph.pattern == RING and not inter and len(order) > 1:
+            steps.append((order[-1], order[0]))
+        for a, b in steps:
+            add(system.gpu_paths.get((a, b)), graph.bw_intra)
+        if inter and c < len(graph.nets):
+            start, end = graph.nets[c]
+            if start:
+                add(system.from_net.get((start, order[0])), graph.bw_inter)
+            last = order[-1] if graph.pattern == RING else order[0]
+            if end:
+                add(system.to_net.get((last, end)), graph.bw_inter)
+    return used
+
+
+def _link_words(system: System, key: tuple[str, str]) -> tuple[str, str]:
+    """(kind, words) of a directed link of NCCL's system."""
+    u, v = key
+    if v.startswith("net:") or u.startswith("net:"):
+        return "net", f"NIC {(v if v.startswith('net:') else u)[4:]}"
+    if NVS in key:
+        g = u if v == NVS else v
+        return "nvlink", f"{g}'s NVLinks {'into' if v == NVS else 'from'} the NVSwitch fabric"
+    if u in system.gpus and v in system.gpus:
+        return "nvlink", f"NVLink {u} -> {v}"
+    if u.startswith("cpu") and v.startswith("cpu"):
+        return "socket", f"CPU socket link {u} -> {v}"
+    return "pcie", f"PCIe link {_label(system, u)} -> {_label(system, v)}"
+
+
+def _label(system: System, node: str) -> str:
+    label = system.labels.get(node, node)
+    same = sum(1 for x in system.labels.values() if x == label)
+    return label if label == node or same == 1 else f"{label} [{node}]"
+
+
+def _limit(system: System, graphs: Graphs, cost: Cost, nodes: int) -> str:
+    """The element that sets the chosen algorithm's figure, in words."""
+    inter = nodes > 1
+    g = (graphs.inter if inter else graphs.intra).get("NVLS" if cost.algorithm.startswith("NVLS") else
+                                                       ("TREE" if cost.algorithm in ("TREE",) or
+                                                        cost.algorithm.startswith("COLLNET") else "RING"))
+    per = f"{_channels(cost.n_channels)} x {_num(round(cost.per_channel, 2))} GB/s"
+    if cost.bound == "per_channel_max":
+        return f"NCCL's per-channel {_ALGO_WORDS[cost.algorithm]} maximum ({per})"
+    if cost.bound == "ll_max":
+        return f"NCCL's LL protocol maximum ({_gbs(cost.bus_bw)})"
+    if cost.bound == "nvls_intra":
+        return (f"NVLink SHARP in the NVSwitch (NVLS): {_channels(g.n_channels)} x {_num(g.bw_intra)} GB/s on each "
+                f"GPU's NVLinks, NCCL's NVLS efficiency {nccl_tuning.NVLS_EFFICIENCY[nccl_tuning.cc_index(system)]}")
+    if cost.bound == "nvls_inter":
+        nic = _nic_sum_text(system)
+        return f"NIC sum across nodes ({nic}) under NVLS tree: {_channels(g.n_channels)} x {_num(g.bw_inter)} GB/s"
+    if g is None or g.fallback:
+        return "no channel fits NCCL's search: NCCL falls back to one slow ring (0.1 GB/s planned)"
+    nics = nic_sum(system)[0]
+    if inter and nics and g.n_channels * g.bw_inter >= 0.9 * nics:
+        return f"NIC sum across nodes ({_nic_sum_text(system)}): {per}"
+    used = _usage(system, g, inter)
+    if not used:
+        return f"{_ALGO_WORDS[cost.algorithm]} ({per})"
+    key = max(used, key=lambda k: (used[k] / max(system.cap.get(k, math.inf), 1e-9), k))
+    kind, words = _link_words(system, key)
+    cap = system.cap.get(key, math.inf)
+    share = f"{_num(round(used[key], 1))} of {_gbs(cap)}" if math.isfinite(cap) else _gbs(used[key])
+    if kind == "net":
+        return f"NIC sum across nodes ({_nic_sum_text(system)}): {per}"
+    if kind == "nvlink":
+        return f"NVLink inside the node: {words} ({share}; {per})"
+    if kind == "socket":
+        return f"the CPU socket link inside the node: {words} ({share}, NCCL's CPU figure; {per})"
+    return f"PCIe inside the node: {words} ({share}; {per})"
+
+
+_ALGO_WORDS = {"RING": "ring", "TREE": "tree", "NVLS": "NVLS", "NVLS_TREE": "NVLS tree",
+               "COLLNET_DIRECT": "CollNet direct", "COLLNET_CHAIN": "CollNet chain"}
+
+
+# ---------------------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class _Model:
+    system: System
+    graphs: Graphs
+    env: Mapping[str, str]
+
+
+_CACHE: dict = {}
+_LAYOUTS: dict = {}  # layout signature -> _Model: the hosts of a fleet share a few layouts
+
+
+def _env(doc: Mapping[str, Any], env: Mapping[str, str] | None) -> dict[str, str]:
+    if env is not None:
+        return {str(k): str(v) for k, v in env.items()}
+    raw = doc.get("nccl_env") or {}
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+
+
+def clear_caches() -> None:
+    """Forget every model kept (the benchmarks time the estimate cold)."""
+    _CACHE.clear()
+    _LAYOUTS.clear()
+
+
+def _layout_signature(doc: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """A digest of everything the model reads from a document: the graph's nodes and links, the
+    GPUs, the NICs' facts, the pairs' paths, the GPU x NIC cells, the GPU model and the settings.
+    Two hosts of one layout (a fleet) share it, whatever their names."""
+    g = doc.get("graph") or {}
+    summary = doc.get("summary") or {}
+    blob = [
+        [(n.get("id"), n.get("kind"), n.get("parent"), n.get("label"), bool((n.get("attrs") or {}).get("c2c")))
+         for n in g.get("nodes") or []],
+        [(e.get("source"), e.get("target"), e.get("kind"), e.get("nccl_gbs"), e.get("spec_gbs"), e.get("gen"),
+          e.get("width"), e.get("max_gen"), e.get("max_width"), e.get("links"), e.get("fabric"))
+         for e in g.get("edges") or []],
+        [(x.get("name"), x.get("index"), x.get("model")) for x in doc.get("gpus") or []],
+        [(n.get("name"), n.get("node"), n.get("bdf"), n.get("rate_gbps"), n.get("active"), n.get("state"),
+          n.get("compute"), n.get("link_layer"), n.get("transport")) for n in doc.get("nics") or []],
+        [(p.get("a"), p.get("b"), p.get("mechanism"), p.get("via"), p.get("nccl_path"), p.get("path_class"),
+          [(h.get("from_id"), h.get("to_id"), h.get("kind")) for h in p.get("hops") or []])
+         for p in doc.get("gpu_pairs") or []],
+        [(c.get("gpu"), c.get("nic"), c.get("nccl_path"), c.get("gdr")) for c in doc.get("gpu_nic_matrix") or []],
+        summary.get("gpu_model"), g.get("assumed_gpu_model"), g.get("cpu_vendor"), sorted(env.items()),
+    ]
+    return hashlib.sha1(json.dumps(blob, default=str).encode()).hexdigest()
+
+
+def _model(doc: Mapping[str, Any], graph: nx.Graph | None, env: Mapping[str, str] | None) -> _Model:
+    """The stages' result for one document: kept for the same object (a run checked against a
+    document asks for its estimate, then its curve) and for the same layout (a fleet's hosts)."""
+    env = _env(doc, env)
+    key = (id(doc), tuple(sorted(env.items())))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is doc:
+        return hit[1]
+    sig = _layout_signature(doc, env)
+    model = _LAYOUTS.get(sig)
+    if model is None:
+        system = link_figures(doc, graph if graph is not None else document_graph(doc), env)
+        graphs = channel_search(system, env) if (system.gpus and system.unknown is None) else Graphs({}, {})
+        model = _Model(system, graphs, env)
+        if len(_LAYOUTS) >= 256:
+            _LAYOUTS.pop(next(iter(_LAYOUTS)))
+        _LAYOUTS[sig] = model
+    if len(_CACHE) >= 32:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (doc, model)
+    return model
+
+
+# ---------------------------------------------------------------------------------------- public
+
+
+def estimate(doc: Mapping[str, Any], *, graph: nx.Graph | None = None, env: Mapping[str, str] | None = None) -> dict:
+    """Expected all-reduce busbw for 1..64 nodes of this layout (``analysis.py`` documents the
+    shape under ``estimate``); ``graph`` is the document's HostGraph when at hand (else rebuilt),
+    ``env`` the NCCL settings (else the document's ``nccl_env``)."""
+    m = _model(doc, graph, env)
+    s = m.system
+    notes: list[str] = []
+    out = {"b_gpu_gbs": None, "b_node_gbs": None, "eta_intra": ETA_INTRA, "eta_net": ETA_NET, "points": [],
+           "limiting_link": "", "ring": list(s.gpus), "channels": {}, "nccl_env": sorted(m.env), "notes": notes}
+    if not s.gpus:
+        out["limiting_link"] = "no GPUs reported"
+        notes.append("no GPUs reported: nothing to estimate")
+        return out
+    if s.unknown is not None:
+        out["limiting_link"] = f"unknown inside the node: {s.unknown}"
+        notes.append("the GPU pairs' paths are unknown (see limiting_link): NCCL's channels cannot be found, so "
+                     "no figure is estimated")
+        return out
+    b_node, _per, _text = nic_sum(s)
+    out["b_node_gbs"] = b_node
+    ring1 = m.graphs.intra.get("RING")
+    if ring1 is not None and len(s.gpus) > 1:
+        out["b_gpu_gbs"] = round(ring1.n_channels * ring1.bw_intra, 2)
+        if ring1.channels:
+            out["ring"] = list(ring1.channels[0])
+    out["channels"] = {where: {name: _graph_dict(g) for name, g in graphs.items() if g.n_channels}
+                       for where, graphs in (("intra", m.graphs.intra), ("inter", m.graphs.inter)) if graphs}
+    ring_env = {**m.env, "NCCL_ALGO": "Ring"}
+    for nodes in NODE_COUNTS:
+        point = _point(m, nodes, ring_env)
+        if point is not None:
+            out["points"].append(point)
+    _notes(m, out, notes)
+    pts = out["points"]
+    out["limiting_link"] = pts[-1]["limit"] if pts else ("a single GPU: no intra-node all-reduce traffic"
+                                                         if len(s.gpus) == 1 else "")
     return out
 
 
-# --- NCCL settings --------------------------------------------------------------------------
+def _point(m: _Model, nodes: int, ring_env: Mapping[str, str]) -> dict | None:
+    s = m.system
+    if (nodes == 1 and len(s.gpus) < 2) or (nodes > 1 and not s.nets):
+        return None
+    timing = _timing(s, m.graphs, nodes)
+    table = cost_table(s, m.graphs, nodes, m.env)
+    best = plateau(table, timing, m.env)
+    if best is None:
+        return None
+    cost, busbw = best
+    ring = plateau(cost_table(s, m.graphs, nodes, ring_env), timing, ring_env)
+    algos = {}
+    for a in nccl_tuning.ALGORITHMS:
+        got = plateau(table, timing, m.env, only=a)
+        if got is not None:
+            algos[a] = got[1]
+    return {"nodes": nodes, "busbw_gbs": busbw, "algorithm": cost.algorithm, "protocol": cost.protocol,
+            "ring_busbw_gbs": ring[1] if ring else None, "limit": _limit(s, m.graphs, cost, nodes),
+            "channels": cost.n_channels, "per_channel_gbs": round(cost.per_channel, 2),
+            "nccl_busbw_gbs": round(cost.bus_bw, 1), "algorithms": algos}
+
+
+def _notes(m: _Model, out: dict, notes: list[str]) -> None:
+    s = m.system
+    _a, _p, reasons = nccl_tuning.enabled(s, 2, m.env)
+    if reasons:
+        notes.append("NCCL settings of the host honoured: " + ", ".join(reasons))
+    if any(p["algorithm"].startswith("NVLS") for p in out["points"]):
+        notes.append("NVLS assumes the driver and the fabric manager support NVLink multicast (NCCL checks "
+                     "CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED); NCCL_NVLS_ENABLE=0 gives the ring figure")
+    if not s.nets and s.ports:
+        notes.append("the NICs are not placed in the host's PCIe tree (no source shows where they sit): NCCL's "
+                     "channels to them cannot be found, so multi-node points are not estimated")
+    elif not s.nets and len(s.gpus):
+        notes.append("no Active compute NIC with a known rate reported: multi-node points are not estimated")
+    if s.amd:
+        notes.append("AMD GPUs run RCCL: RCCL's speed list is used for the search, NCCL's tuning model for the "
+                     "rest (RCCL's own tuning tables are not modelled)")
+    if any(g.budget_hit for g in list(m.graphs.intra.values()) + list(m.graphs.inter.values())):
+        notes.append("the channel search ran out of its step budget on this mesh: the channel counts (and the "
+                     "figures) are lower bounds of what NCCL's longer search may find")
+    if any(g.fallback for g in list(m.graphs.intra.values()) + list(m.graphs.inter.values())):
+        notes.append("NCCL's search finds no channel on some graph and falls back to one ring planned at 0.1 GB/s")
+
+
+def _graph_dict(g: Graph) -> dict:
+    return {"pattern": g.pattern, "channels": g.n_channels, "bw_intra_gbs": round(g.bw_intra, 3),
+            "bw_inter_gbs": round(g.bw_inter, 3), "type_intra": g.type_intra, "type_inter": g.type_inter}
+
+
+def curve(doc: Mapping[str, Any], nodes: int, sizes: Iterable[int], *, graph: nx.Graph | None = None,
+          env: Mapping[str, str] | None = None) -> list[dict]:
+    """Expected busbw at each message size (bytes) on ``nodes`` nodes: for each size the algorithm
+    and protocol NCCL picks by its time model (latency + size / bandwidth, tuning.cc L630-655) and
+    what nccl-tests would report: ``[{"size", "busbw_gbs", "algorithm", "protocol", "latency_us",
+    "algo"}]`` (``algo`` the algorithm in lower case). Empty when the layout gives no figure."""
+    m = _model(doc, graph, env)
+    s = m.system
+    if not s.gpus or s.unknown is not None or (nodes > 1 and not s.nets) or len(s.gpus) * nodes < 2:
+        return []
+    timing = _timing(s, m.graphs, nodes)
+    table = cost_table(s, m.graphs, nodes, m.env)
+    out = []
+    for size in sizes:
+        got = nccl_tuning.choose(table, int(size), **timing)
+        if got is None:
+            return []
+        cost, t = got
+        busbw = _busbw(cost, timing["n_ranks"], m.env, int(size), t)
+        out.append({"size": int(size), "busbw_gbs": round(busbw, 2),
+                    "algorithm": cost.algorithm, "protocol": cost.protocol, "latency_us": round(cost.latency_us, 1),
+                    "algo": cost.algorithm.lower()})
+    return out
+
+
+def _channels(n: int) -> str:
+    return f"{n} channel" + ("" if n == 1 else "s")
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return default
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _gbs(v: float) -> str:
+    return f"{_num(round(v, 1))} GB/s"
+
+
+# ---------------------------------------------------------------------------------------- NCCL settings
 
 
 def suggest_nccl_settings(doc: Mapping[str, Any]) -> list[dict]:

@@ -11,11 +11,14 @@ Everything here follows NCCL v2.30 defaults (domain.md sections 1a, 1c, 3.1):
   (path ``NVB``, N04), which is still peer-to-peer.
 * **P2P status.** When ``nvidia-smi topo -p2p r``/``w`` says a pair is not ``OK``, NCCL falls back
   to SHM for PCIe pairs and refuses NVLink pairs (N02, P03).
-* **NIC choice** (``ncclTopoGetLocalNet``): among active NIC ports, those with the lowest NCCL
-  path type from the GPU, then the highest bandwidth; GPUs are spread over equally close NICs by
-  device index (``mirrorBits`` when the count is a power of two). A NIC farther than ``PXB`` is
+* **NIC choice** (``ncclTopoGetLocalNet``, topo.cc L2039-2075): among active NIC ports, those with
+  the highest bandwidth, then the lowest NCCL path type from the GPU; the GPUs closest to the first
+  of them share them, each starting at its device index modulo their count (``mirrorBits`` when the
+  NIC count is a power of two) and moving one NIC on per channel, so a GPU with two ports on its
+  switch uses both and one with nine uses nine (``gpu_nic[].nics``). A NIC farther than ``PXB`` is
   reached through PXN when an NVLink peer of the GPU is the NIC's local GPU and is ``PIX``/``PXB``
-  to it (paths.cc L812-842).
+  to it (paths.cc L812-842). :func:`nccl_nics` lists the ports NCCL gives GPU traffic at all:
+  every port within GPUDirect reach of some GPU (every rail of a two-NIC-per-GPU host).
 * **GDR level.** NCCL's default GPUDirect RDMA level is ``P2C`` (``NCCL_NET_GDR_C2C=1``, the
   default since 2.27: paths.cc L465 and L511 at v2.30.7-1 [S2]; 0 and so ``PXB`` in 2.26). x86
   hosts have no P2C path, so there GDR stops at ``PXB`` (G01); on Grace a GPU attached over
@@ -66,6 +69,7 @@ __all__ = [
     "nic_choice",
     "gpu_nic_choice",
     "gpu_nic_matrix",
+    "nccl_nics",
     "route_hops",
     "bottleneck",
     "edge_key",
@@ -581,9 +585,14 @@ def _compute_cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, 
     cls = path_class(G, g, n)
     if cls is None:
         return None, None, None
+    rate = _nic_rate_gbs(G, n)
+    if rate is None and _memoized(G, ("some_nic_rate",), lambda: any(_nic_rate_gbs(G, x) for x in nic_names(G))):
+        # a port whose rate nobody reported, beside ports whose rates are known: its bandwidth is
+        # unknown, not its PCIe path's (which would rank it above every NIC of known rate)
+        return cls, _gpu_nic_type(G, g, cls), None
     nodes = tree_route(G, g, n) or []
     specs = [G.edges[u, v].get("spec_gbs") for u, v in _steps(nodes)]
-    specs.append(_nic_rate_gbs(G, n))
+    specs.append(rate)
     vals = [s for s in specs if s is not None]
     return cls, _gpu_nic_type(G, g, cls), (min(vals) if vals else None)
 
@@ -658,16 +667,35 @@ class _Cells:
 
 
 def _local_net(G: nx.Graph, cells: _Cells, g: str, channel: int = 0, types: Mapping | None = None) -> str | None:
-    """ncclTopoGetLocalNet: spread GPUs over their equally close NICs by device index."""
+    """``ncclTopoGetLocalNetType`` (topo.cc L2039-2075 at v2.30.7-1 [S3]): GPU ``g``'s NIC on ``channel``.
+
+    The ``n`` NICs closest to the GPU are shared by the ``k`` GPUs closest to the first of them:
+    the GPU starts at its device index modulo ``k`` (bits mirrored when ``n`` is a power of two) and
+    each channel moves one NIC on, over ``ceil(n / k)`` NICs (``NCCL_NETDEVS_POLICY`` AUTO). Two
+    GPUs of one PCIe switch with four NICs take the first and the third; one GPU with nine ports
+    on its switch starts at the first and uses all nine."""
     nets = cells.local_nics(g, types)
     if not nets:
         return None
-    gpus = cells.local_gpus(nets[0])
-    net = _gpu_dev(G, g)
+    gpus = cells.local_gpus(nets[0]) or [g]
+    net = _gpu_dev(G, g) % len(gpus)
     if _is_pow2(len(nets)):
         net = _mirror_bits(net, len(nets))
-    net += channel % max(1, -(-len(nets) // max(1, len(gpus))))
+    net += channel % max(1, -(-len(nets) // len(gpus)))
     return nets[net % len(nets)]
+
+
+def _channel_nets(G: nx.Graph, cells: _Cells, g: str, types: Mapping | None = None) -> list[str]:
+    """The NICs GPU ``g``'s channels use in turn (``_local_net`` for channel 0, 1, ... until it
+    comes back to the first), as ``ncclTopoPrefNetsChannelFirst`` lists them (search.cc L507-529)."""
+    out: list[str] = []
+    for c in range(64):
+        n = _local_net(G, cells, g, c, types)
+        if n is None or (out and n == out[0]):
+            break
+        if n not in out:
+            out.append(n)
+    return out
 
 
 def _local_gpu(G: nx.Graph, cells: _Cells, n: str) -> str | None:
@@ -742,8 +770,9 @@ def _cells(G: nx.Graph, nics: list[str]) -> _Cells:
 def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict]:
     """Per GPU: the NIC NCCL would use and how (internal records; see :func:`gpu_nic_choice`).
 
-    Returns {gpu: {"nic", "path_class", "nccl_path", "gdr", "reason", "pxn_via", "route",
-    "pxn_route"}}; GPUs with no reachable NIC are absent.
+    Returns {gpu: {"nic", "nics", "path_class", "nccl_path", "gdr", "reason", "pxn_via", "route",
+    "pxn_route"}}; ``nic`` is the GPU's NIC on channel 0, ``nics`` every NIC its channels use in
+    turn; GPUs with no reachable NIC are absent.
     """
     nics = _candidates(G, include_inactive)
     cells = _cells(G, nics)
@@ -800,7 +829,8 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
                               f"PXN: {g} sends over NVLink to {via}, which is "
                               f"{cells.cells[via, n][0]} to {n}" + (" and uses GPUDirect RDMA" if pgdr else ""),
                               cls, "PXN", tuple(first + _direct_nic_route(G, via, n, pgdr)), via=via)
-        out[g] = {"nic": n, "path_class": cls, "nccl_path": t if via is None else "PXN", "gdr": gdr,
+        out[g] = {"nic": n, "nics": _channel_nets(G, cells, g, types), "path_class": cls,
+                  "nccl_path": t if via is None else "PXN", "gdr": gdr,
                   "reason": reason, "pxn_via": via, "route": route, "pxn_route": pxn_route}
     return out
 
@@ -835,7 +865,7 @@ def gpu_nic_choice(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> lis
             "path_class": rec["path_class"],
             "nccl_path": rec["nccl_path"], "gdr": rec["gdr"], "reason": rec["reason"], "bandwidth_gbs": bw,
             "bottleneck": idx, "nic_share": share[n], "pxn_via": rec["pxn_via"], "hops": hops,
-            "pxn_hops": None, "pxn_gdr": None, "pxn_bandwidth_gbs": None,
+            "pxn_hops": None, "pxn_gdr": None, "pxn_bandwidth_gbs": None, "nics": list(rec.get("nics") or [n]),
         }
         if rec["pxn_route"] is not None:
             ph = route_hops(G, rec["pxn_route"], flows)
@@ -851,6 +881,38 @@ def _nic_port_gbs(G: nx.Graph, n: str) -> float | None:
     from apps.domain.bandwidth import ib_port
 
     return ib_port(G.nodes[n].get("rate_gbps")).expected_gbs
+
+
+def nccl_nics(G: nx.Graph, *, include_inactive: bool = True) -> list[str]:
+    """The NIC ports NCCL's channel search gives GPU traffic, in device order.
+
+    NCCL uses every RDMA port it finds and spreads channels over them (``ncclTopoSelectNets``,
+    search.cc L541-589, at v2.30.7-1 [S5]); its ring and tree search reaches a NET from a GPU at
+    most ``PXN`` away and widens that only when nothing is found (``typeInter``, L1229-1234): a
+    channel enters a node at a NIC within the GPUDirect level (``PIX``/``PXB``, ``P2C`` through
+    NVLink-C2C) of some GPU and leaves it there or through PXN. So a port is NCCL's when some GPU
+    is that close to it -- every port of a two-rail host (two NICs per GPU, dual-port adapters,
+    nine ports on one switch), not only the one each GPU takes on channel 0; a storage or
+    management port that every GPU reaches only across the CPU is not. When no port is that
+    close to any GPU, NCCL settles for the closest ones: the ports at the best distance any GPU
+    has. ``include_inactive``: as if every port were up (a Down compute port stays compute)."""
+    nics = _candidates(G, include_inactive)
+    if not nics:
+        return []
+    cells = _cells(G, nics)
+    best: dict[str, int] = {}
+    for g in cells.gpus:
+        for n in nics:
+            t = cells.cells[g, n][1]
+            if t is not None:
+                best[n] = min(best.get(n, _rank("DIS")), _rank(t))
+    if not best:
+        return []
+    near = [n for n in nics if best.get(n, _rank("DIS")) <= _rank(GDR_LEVEL_DEFAULT)]
+    if near:
+        return near
+    closest = min(best.values())
+    return [n for n in nics if best.get(n) == closest]
 
 
 def gpu_nic_matrix(G: nx.Graph) -> list[dict]:

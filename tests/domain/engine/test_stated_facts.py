@@ -44,7 +44,8 @@ def test_dgx2_hwloc_16_v100_every_pair_through_nvswitch():
     fabric = next(n for n in doc["graph"]["nodes"] if n["kind"] == "nvswitch")
     assert len(fabric["attrs"]["bdfs"]) == 12  # 0000:66:00.0 reads 0000 [0000:0000] but hwloc says NVSwitch
     assert not rules(doc, "P01", "P02", "P09", "P10") and setting(doc, "NCCL_P2P_LEVEL") is None
-    assert doc["estimate"]["b_gpu_gbs"] == 150  # 6 NVLink2 links x 25 GB/s, not PCIe
+    # NCCL plans the 6 NVLink2 links at SM70_NVLINK_BW 20 GB/s each: 6 rings of 20 GB/s, not PCIe
+    assert doc["estimate"]["b_gpu_gbs"] == 120 and doc["estimate"]["points"][0]["algorithm"] == "RING"
     assert doc["summary"]["gpu_model"] == "Tesla V100-SXM3-32GB-H"  # hwloc GPUModel
     assert doc["graph"]["cpu_vendor"] == "intel" and doc["graph"]["cpu_model"] == 0x55  # Xeon Platinum 8174
     assert doc["summary"]["socket_count"] == 2
@@ -55,7 +56,11 @@ def test_mi250x_hwloc_xgmi_packages_and_slingshot():
     NPS4 (4 NUMA nodes), four HPE Slingshot NICs (Cassini, 17db:0501) that no verbs tool lists."""
     doc = analyze(hwloc_xml="hwloc_xml/llnl_mpibind_eas-tioga_mi250x.xml")
     assert all(p["mechanism"] == "nvlink" and p["path_class"] == "XGMI" and p["p2p"] for p in doc["gpu_pairs"])
-    assert len(doc["gpu_pairs"]) == 28 and doc["estimate"]["b_gpu_gbs"] == 100
+    assert len(doc["gpu_pairs"]) == 28
+    # every GCD pair has its own 100 GB/s xGMI link (as hwloc states it): RCCL's rings run over
+    # several of them side by side, not one ring of one link
+    ring = doc["estimate"]["channels"]["intra"]["RING"]
+    assert ring["channels"] > 2 and doc["estimate"]["b_gpu_gbs"] == ring["channels"] * ring["bw_intra_gbs"] > 100
     assert doc["gpu_groups"][0]["sentence"].startswith("Group GPU0, GPU1") and "xGMI" in doc["gpu_groups"][0]["sentence"]
     s = doc["summary"]
     assert (s["socket_count"], s["numa_nodes"]) == (1, 4)
@@ -114,7 +119,7 @@ def test_nccl_dump_gdr_flags_and_cpu_level_link_of_issue_2397():
     link = uplink(doc, "mlx5_0")
     assert (link["gen"], link["width"], link["spec_gbs"]) == (4, 8, 15.75)
     assert [n["name"] for n in doc["nics"]] == ["mlx5_0", "mlx5_1"] and doc["network"]["state"] == "ok"
-    assert doc["estimate"]["b_node_gbs"] == pytest.approx(15.74, abs=0.01)  # the x8 link, not 2 x 12.5
+    assert doc["estimate"]["b_node_gbs"] == pytest.approx(15.75, abs=0.01)  # the x8 link, not 2 x 12.5
     assert "gdr=0" in next(e for e in doc["gpu_nic"] if e["gpu"] == "GPU0")["reason"]
     other = analyze(nccl_topo_xml="nccl_topo_xml/a100pcie_2gpu_cx6dx_roce_nccl2.30_host13_nccl_issue_2397.xml")
     assert uplink(other, "mlx5_0")["width"] == 16
@@ -187,7 +192,8 @@ def test_gb200_tray_is_grace_blackwell():
     doc = analyze(nvidia_smi_topo="nvidia_smi_topo/gb200_4gpu_tray_numa_lists_gpu_numa_id_trimmed.txt")
     assert doc["summary"]["gpu_model_assumed"].startswith("B200-class Grace Blackwell")
     assert doc["graph"]["cpu_vendor"] == "arm"
-    assert doc["estimate"]["b_gpu_gbs"] == 900  # 18 x 50 GB/s NVLink5
+    # 18 NVLink5 links at SM100_NVLINK_BW 40.1 GB/s: NCCL's rings, 16 channels x 45 GB/s
+    assert doc["estimate"]["b_gpu_gbs"] == 720
     assert any("GPU NUMA ids of Grace" in a for a in doc["assumptions"])
 
 

@@ -65,8 +65,8 @@ def test_microway_dgx1_partial_mesh_is_n04_info_not_n01():
     assert n04["severity"] == "INFO"
     assert by_rule(doc, "N01") == [] and by_rule(doc, "P01") == []
     assert not [f for f in doc["findings"] if f["severity"] in ("CRIT", "HIGH")]
-    # the best ring stays on NV2 links: 8 hops of 2 x 25 GB/s
-    assert doc["estimate"]["b_gpu_gbs"] == pytest.approx(50)
+    # NCCL's rings use every NVLink of the cube mesh side by side: 6 channels x 20 GB/s (SM70_NVLINK_BW)
+    assert doc["estimate"]["b_gpu_gbs"] == pytest.approx(120)
 
 
 def test_b300_with_one_gpu_at_node_is_n01():

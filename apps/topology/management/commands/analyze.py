@@ -215,8 +215,9 @@ def render_text(doc: dict) -> str:
     est = doc["estimate"] or {}
     if est.get("points"):
         lines += ["", f"Expected all-reduce busbw, GB/s (limiting link: {_g(est.get('limiting_link'))}):"]
-        lines += _table(["nodes", "busbw GB/s", "limit"],
-                        [[p["nodes"], p["busbw_gbs"], p["limit"]] for p in est["points"]])
+        lines += _table(["nodes", "busbw GB/s", "algorithm", "ring GB/s", "limit"],
+                        [[p["nodes"], p["busbw_gbs"], p.get("algorithm", ""), p.get("ring_busbw_gbs", ""), p["limit"]]
+                         for p in est["points"]])
     if doc["nccl_settings"]:
         lines += ["", "NCCL settings:"]
         lines += [f"  {line}" for line in export_block(doc["nccl_settings"], comments=True, export=False)]
