@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
+from apps.domain.parsers._nvlink_lines import CAPS_RE, GPU_RE, MESSAGE_RE, PROMPT_RE, SMI_Q_RE
 from apps.domain.parsers._text import clean_lines
 
 KIND = "nvidia_smi_nvlink"
@@ -70,16 +71,11 @@ class NvlinkStatus:
     warnings: tuple[str, ...]
 
 
-_GPU_RE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s+(.*?)\s*(?:\(\s*UUID\s*:\s*([^)]*?)\s*\))?\s*$")
 _LINK_RE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$")
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$", re.I)
 _INACTIVE_RE = re.compile(r"^<?\s*(inactive|disabled|n/?a|not supported|down)\s*>?$", re.I)
 _ERRORS_RE = re.compile(r"^[A-Za-z][A-Za-z ]*Errors\s*:", re.I)
-_CAPS_RE = re.compile(r"^\s*Link\s+\d+\s*,\s*.+:\s*(true|false)\s*$", re.I)
 _C2C_RE = re.compile(r"^\s*C2C\s+Link\s+\d+\s*:", re.I)
-_SMI_Q_RE = re.compile(r"^\s*(==============NVSMI LOG==============|Timestamp\s*:|Driver Version\s*:|Attached GPUs\s*:)")
-_PROMPT_RE = re.compile(r"^\s*(?:.*[$#>]\s*)?(?:sudo\s+)?nvidia-smi\b")
-_MESSAGE_RE = re.compile(r"^\s*(NVML|Failed|Unable|No devices|Error|NVLink)\b", re.I)
 
 
 def parse(text: str) -> NvlinkStatus:
@@ -124,15 +120,15 @@ def parse(text: str) -> NvlinkStatus:
             continue
         if m:
             raise ParseError(KIND, no, line, "'Link N:' line before any 'GPU N: <name> (UUID: ...)' line")
-        if _CAPS_RE.match(line):
+        if CAPS_RE.match(line):
             raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink --capabilities' output (per-link "
                              "capability flags), not the link status of 'nvidia-smi nvlink -s'")
         if _C2C_RE.match(line):
             raise ParseError(KIND, no, line, "this is 'nvidia-smi c2c -s' output (Grace Hopper chip-to-chip links), "
                              "not NVLink status from 'nvidia-smi nvlink -s'")
-        if _SMI_Q_RE.match(line):
+        if SMI_Q_RE.match(line):
             raise ParseError(KIND, no, line, "this is an 'nvidia-smi -q' dump, not 'nvidia-smi nvlink -s' output")
-        m = _GPU_RE.match(line)
+        m = GPU_RE.match(line)
         if m:
             close()
             index, name, uuid = int(m.group(1)), m.group(2), m.group(3)
@@ -143,10 +139,10 @@ def parse(text: str) -> NvlinkStatus:
             seen_gpus.add(index)
             current, links, seen_links = (index, name, uuid or None), [], set()
             continue
-        if current is None and _PROMPT_RE.match(line):
+        if current is None and PROMPT_RE.match(line):
             warnings.append(f"line {no}: skipped command line {stripped!r}")
             continue
-        if current is not None and _MESSAGE_RE.match(line):
+        if current is not None and MESSAGE_RE.match(line):
             warnings.append(f"GPU {current[0]}: {stripped}")
             continue
         if current is None:

@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
+from apps.domain.parsers._nvlink_lines import CAPS_RE, GPU_RE, MESSAGE_RE, PROMPT_RE, SMI_Q_RE
 from apps.domain.parsers._text import clean_lines
 
 KIND = "nvidia_smi_nvlink_errors"
@@ -73,14 +74,9 @@ class NvlinkErrors:
     warnings: tuple[str, ...]
 
 
-_GPU_RE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s+(.*?)\s*(?:\(\s*UUID\s*:\s*([^)]*?)\s*\))?\s*$")
 _COUNTER_RE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*([A-Za-z][A-Za-z0-9 ._/-]*?)\s*:\s*(\S.*?)\s*$")
 _INACTIVE_RE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*<?\s*(inactive|disabled|n/?a|not supported)\s*>?\s*$", re.I)
 _RATE_RE = re.compile(r"^\s*Link\s+\d+\s*:\s*\d+(?:\.\d+)?\s*GB/s\s*$", re.I)
-_CAPS_RE = re.compile(r"^\s*Link\s+\d+\s*,\s*.+:\s*(true|false)\s*$", re.I)
-_SMI_Q_RE = re.compile(r"^\s*(==============NVSMI LOG==============|Timestamp\s*:|Driver Version\s*:|Attached GPUs\s*:)")
-_PROMPT_RE = re.compile(r"^\s*(?:.*[$#>]\s*)?(?:sudo\s+)?nvidia-smi\b")
-_MESSAGE_RE = re.compile(r"^\s*(NVML|Failed|Unable|No devices|Error|NVLink)\b", re.I)
 
 
 def _snake(name: str) -> str:
@@ -126,10 +122,10 @@ def parse(text: str) -> NvlinkErrors:
         if _RATE_RE.match(line):
             raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink -s' output (link rates), not the error "
                              "counters of 'nvidia-smi nvlink -e'")
-        if _CAPS_RE.match(line):
+        if CAPS_RE.match(line):
             raise ParseError(KIND, no, line, "this is 'nvidia-smi nvlink --capabilities' output, not the error "
                              "counters of 'nvidia-smi nvlink -e'")
-        if _SMI_Q_RE.match(line):
+        if SMI_Q_RE.match(line):
             raise ParseError(KIND, no, line, "this is an 'nvidia-smi -q' dump, not 'nvidia-smi nvlink -e' output")
         m = _COUNTER_RE.match(line) or _INACTIVE_RE.match(line)
         if m and current is None:
@@ -154,7 +150,7 @@ def parse(text: str) -> NvlinkErrors:
                 continue
             link.counters[name] = value
             continue
-        g = _GPU_RE.match(line)
+        g = GPU_RE.match(line)
         if g and g.group(2):
             close()
             index = int(g.group(1))
@@ -163,10 +159,10 @@ def parse(text: str) -> NvlinkErrors:
             seen_gpus.add(index)
             current, links = (index, g.group(2), g.group(3) or None), {}
             continue
-        if current is None and _PROMPT_RE.match(line):
+        if current is None and PROMPT_RE.match(line):
             warnings.append(f"line {no}: skipped command line {stripped!r}")
             continue
-        if current is not None and _MESSAGE_RE.match(line):
+        if current is not None and MESSAGE_RE.match(line):
             warnings.append(f"GPU {current[0]}: {stripped}")
             continue
         if current is None:
