@@ -34,7 +34,6 @@ __all__ = [
     "NET_EFFICIENCY",
     "pcie_link",
     "pcie_link_from_gbs",
-    "pcie_generation",
     "nvlink",
     "nvlink_per_link",
     "xgmi",
@@ -83,16 +82,6 @@ _PCIE_SOURCE = (
     "domain.md 2.1 [S59][S31]: PCIe Gen{gen} x{width} spec; NCCL width*speed/80 "
     "(topo.cc L545-557, L657 [S3]); expected = spec x 0.88 (Gen5 H2D anchor, 2.6 [S31])"
 )
-
-
-def pcie_generation(speed_gts: float | None) -> int | None:
-    """PCIe generation for a link speed in GT/s (``8`` -> 3); None when unknown."""
-    if speed_gts is None:
-        return None
-    for gen, (gts, _lane, _nccl) in PCIE_TABLE.items():
-        if abs(float(speed_gts) - gts) < 0.01:
-            return gen
-    return None
 
 
 def pcie_link(gen: int | None, width: int | None) -> LinkBandwidth:

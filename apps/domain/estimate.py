@@ -40,7 +40,7 @@ from typing import Any
 import networkx as nx
 
 from apps.domain import nccl_search, nccl_tuning
-from apps.domain.findings._base import Ctx, as_list, gpu_sort_key, join, normalize_token
+from apps.domain.findings.base import Ctx, as_list, gpu_sort_key, join, normalize_token
 from apps.domain.nccl_search import BALANCED_TREE, NVLS, RING, Graph
 from apps.domain.nccl_system import NVS, System, build_system, document_graph
 from apps.domain.nccl_tuning import Cost

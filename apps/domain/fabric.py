@@ -1,7 +1,7 @@
 """The InfiniBand fabric as a graph: switches, CAs and the links between them, from ibnetdiscover/iblinkinfo.
 
-Input: a parsed ``ibnetdiscover`` or ``iblinkinfo`` result (:class:`apps.domain.parsers._fabric.FabricResult`
-or its JSON, the contract documented in ``apps/domain/parsers/_fabric.py``).
+Input: a parsed ``ibnetdiscover`` or ``iblinkinfo`` result (:class:`apps.domain.parsers.fabric_common.FabricResult`
+or its JSON, the contract documented in ``apps/domain/parsers/fabric_common.py``).
 
 The graph (``build_fabric``) is an ``nx.Graph``:
 
@@ -44,7 +44,7 @@ from typing import Any
 import networkx as nx
 
 from apps.domain.bandwidth import IB_SPEEDS, IB_WIDTH_LANES, LinkBandwidth, ib_link
-from apps.domain.parsers._fabric import device_of, fabric_guid, host_of, paused_gc
+from apps.domain.parsers.fabric_common import device_of, fabric_guid, host_of, paused_gc
 
 __all__ = [
     "node_id",

@@ -29,7 +29,7 @@ from typing import Any
 import networkx as nx
 
 from apps.domain.fabric import attach_hosts, build_fabric
-from apps.domain.findings._base import SEVERITY_RANK, Ctx, Rule, finding, gpu_sort_key, join
+from apps.domain.findings.base import SEVERITY_RANK, Ctx, Rule, finding, gpu_sort_key, join
 
 __all__ = ["F08", "H08", "FLEET_RULE_IDS", "evaluate_fleet", "rule_f08", "rule_h08"]
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from apps.domain import hostgraph
-from apps.domain.names import cell, natural_key
+from apps.domain.names import cell, natural_key, normalize_token
 
 __all__ = [
     "Route",
@@ -87,9 +87,10 @@ def nccl_type(cls: str | None) -> str | None:
     """NCCL path type for a topo -m token: ``NV12`` -> ``NVL``, ``NODE`` -> ``PHB``."""
     if cls is None:
         return None
+    cls = normalize_token(cls) or cls  # SOC -> SYS, NV012 -> NV12 (apps.domain.names)
     if cls.startswith("NV") and cls != "NODE":
         return "NVL"
-    return {"NODE": "PHB", "SOC": "SYS"}.get(cls, cls)
+    return "PHB" if cls == "NODE" else cls
 
 
 _RANKS = {t: i for i, t in enumerate(NCCL_TYPES)}

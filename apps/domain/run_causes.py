@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from apps.domain.compare import compare_docs
 from apps.domain.errors import ParseError
-from apps.domain.findings._base import hca_selected, parse_ib_hca
+from apps.domain.findings.base import hca_selected, parse_ib_hca
 from apps.domain.parsers import ALL_KINDS, to_jsonable
 
 __all__ = ["RunFacts", "diagnose", "size_text", "RULES"]

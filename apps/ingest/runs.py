@@ -48,7 +48,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.domain.errors import ParseError, UnknownKindError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.runs import RUN_KINDS, check_run, read_run, run_hosts
 from apps.ingest.models import AgentToken, Cluster, Host, Run, RunHost, Snapshot, Upload
 from apps.ingest.reports import ReportRejected

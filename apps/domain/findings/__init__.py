@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apps.domain.findings import fabric, gdr, host, nvlink, pcie
-from apps.domain.findings._base import SEVERITIES, SEVERITY_RANK, Ctx, gpu_sort_key
+from apps.domain.findings.base import SEVERITIES, SEVERITY_RANK, Ctx, gpu_sort_key
 
 __all__ = ["evaluate", "ALL_RULES", "SEVERITIES", "rule_ids"]
 

@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 
-from apps.domain.findings._base import (
+from apps.domain.findings.base import (
     Ctx, Rule, as_float, as_int, as_list, finding, gpu_sort_key, fmt_num, hca_selected, join, parse_ib_hca,
 )
 from apps.domain.parsers.show_gids import gid_family

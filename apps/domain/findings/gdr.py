@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from apps.domain.findings._base import (
+from apps.domain.findings.base import (
     GDR_CLASSES, Ctx, Rule, as_float, as_list, finding, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token,
 )
 from apps.domain.findings.pcie import gen_from_gts, pcie_gbs

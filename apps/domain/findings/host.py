@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from apps.domain.findings._base import (
+from apps.domain.findings.base import (
     Ctx, Rule, as_int, as_list, finding, gpu_label, gpu_sort_key, join, normalize_token, nv_count, section_gpus,
 )
 from apps.domain.shellsafe import is_safe_name, printable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from apps.domain.findings._base import (
+from apps.domain.findings.base import (
     Ctx, Rule, as_float, as_int, as_list, finding, gpu_sort_key, join, nv_count, section_gpus,
 )
 from apps.domain.findings.pcie import P2P_TOKENS, p2p_gaps

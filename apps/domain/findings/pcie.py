@@ -15,7 +15,7 @@ from typing import Any
 from apps.domain.bandwidth import pcie_link
 from apps.domain.parsers.host_info import iommu_words, is_passthrough
 from apps.domain.pci import pcie_generation
-from apps.domain.findings._base import (
+from apps.domain.findings.base import (
     Ctx, Rule, as_float, as_int, as_list, finding, fmt_gbs, fmt_num, get, gpu_sort_key, join, normalize_token,
     nv_count,
 )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from apps.domain.errors import ParseError, UnknownKindError
-from apps.domain.parsers._text import to_jsonable
+from apps.domain.parsers.text import to_jsonable
 
 __all__ = ["KINDS", "ALL_KINDS", "FAMILIES", "Kind", "kinds_of", "parse", "detect_kind", "to_jsonable", "ParseError",
            "UnknownKindError"]

@@ -30,7 +30,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 # expat error codes (pyexpat.errors) that mean "the text ended before the document did".
 _ERR_NO_ELEMENTS = 3

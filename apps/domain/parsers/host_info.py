@@ -126,7 +126,7 @@ import re
 from dataclasses import dataclass, field
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import canonical_bdf, is_bdf
 
 __all__ = ["HostInfo", "parse", "detect", "KEYS", "iommu_words", "is_passthrough"]

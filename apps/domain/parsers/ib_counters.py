@@ -103,7 +103,7 @@ from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._ib import normalise_state
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "ib_counters"
 HEADER = "# topoweb ib_counters v1"

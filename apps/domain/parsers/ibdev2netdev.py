@@ -35,9 +35,9 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._fabric import is_fabric_echo
+from apps.domain.parsers.fabric_common import is_fabric_echo
 from apps.domain.parsers._ib import normalise_state
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import canonical_bdf
 
 KIND = "ibdev2netdev"

@@ -18,7 +18,7 @@ GUID, a switch port line with the switch's LID; the far end is LID, port, descri
                2    8[  ] ==(                Down/ Polling)==>             [  ] "" ( )
                2   21[  ] ==( 1X      53.125 Gbps Active/  LinkUp)==>      19    5[  ] "sw2" (Could be 4X Could be 106.25 Gbps)
 
-Result: one :class:`apps.domain.parsers._fabric.FabricResult`, whose JSON is the contract (every
+Result: one :class:`apps.domain.parsers.fabric_common.FabricResult`, whose JSON is the contract (every
 field is described in ``_fabric``'s docstring)::
 
     {"source": "iblinkinfo" | "iblinkinfo -l", "initiated_from": null,
@@ -56,7 +56,7 @@ import re
 
 from apps.domain.bandwidth import ib_speed_from_lane
 from apps.domain.errors import ParseError
-from apps.domain.parsers._fabric import (
+from apps.domain.parsers.fabric_common import (
     DIAG_RE,
     CaNode,
     End,
@@ -73,7 +73,7 @@ from apps.domain.parsers._fabric import (
     width_of,
 )
 from apps.domain.parsers._ib import normalise_phys_state, normalise_state
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "iblinkinfo"
 

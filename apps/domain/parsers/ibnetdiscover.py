@@ -32,7 +32,7 @@ Ports report layout (``dump_ports_report``)::
     CA    44  1 0x0002c903000d7aad 4x QDR - SW     2 17 0x0002c9020046c588 ( 'node1 HCA-1' - 'sw1' )
     SW     2 19 0x0002c9020046c588 4x SDR                                    'sw1'
 
-Result: one :class:`apps.domain.parsers._fabric.FabricResult`, whose JSON is the contract (every
+Result: one :class:`apps.domain.parsers.fabric_common.FabricResult`, whose JSON is the contract (every
 field is described in ``_fabric``'s docstring)::
 
     {"source": "ibnetdiscover" | "ibnetdiscover -p" | "ibnetdiscover -l",
@@ -73,7 +73,7 @@ import re
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import ibnodes
-from apps.domain.parsers._fabric import (
+from apps.domain.parsers.fabric_common import (
     DIAG_RE,
     CaNode,
     End,
@@ -90,7 +90,7 @@ from apps.domain.parsers._fabric import (
     speed_of,
     width_of,
 )
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "ibnetdiscover"
 

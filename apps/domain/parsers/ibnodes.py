@@ -9,7 +9,7 @@ pasted copies (``Ca: 0x...``)::
     Switch  : 0x0002c9020046c588 ports 36 "Infiniscale-IV Mellanox Technologies" base port 0 lid 2 lmc 0
     Ca      : 0xe09d730300859334 ports 1 devid 0x1021 vendid 0x2c9 "a06-p1-dgx-02-c10 HCA-1"
 
-Kinds and their one schema (a :class:`apps.domain.parsers._fabric.FabricResult`, see ``_fabric``):
+Kinds and their one schema (a :class:`apps.domain.parsers.fabric_common.FabricResult`, see ``_fabric``):
 
 * ``ibswitches`` (``parse_switches``): ``switches`` only (``source`` ``"ibswitches"``); a ``Ca``
   line is an error (that text is ``ibnodes``).
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._fabric import (
+from apps.domain.parsers.fabric_common import (
     DIAG_RE,
     CaNode,
     FabricResult,
@@ -41,7 +41,7 @@ from apps.domain.parsers._fabric import (
     host_of,
     is_fabric_echo,
 )
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 NODE_RE = re.compile(
     r"^\s*(Switch|Ca|Router|Rt)\s*:\s*(0x[0-9a-fA-F]{1,16})\s+ports\s+(\d+)\s+"

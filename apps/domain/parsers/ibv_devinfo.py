@@ -73,7 +73,7 @@ from apps.domain.parsers._ib import (
     parse_int,
     port_guids_of,
 )
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "ibv_devinfo"
 

@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._fabric import is_fabric_echo
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.fabric_common import is_fabric_echo
+from apps.domain.parsers.text import clean_lines
 
 __all__ = ["LldpNeighbor", "LldpResult", "parse_json", "parse_text", "detect_json", "detect_text"]
 

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "lspci_tree"
 

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from apps.domain.errors import ParseError
 from apps.domain.pci import canonical_bdf
 from apps.domain.parsers._pcie import speeds_up_to
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "lspci_verbose"
 

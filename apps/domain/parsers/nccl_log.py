@@ -80,7 +80,7 @@ from functools import lru_cache
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._launch import strip_launcher_prefix
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import bdf_from_nccl_busid
 
 KIND = "nccl_log"

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import canonical_bdf, is_bdf
 
 KIND = "nvidia_smi_gpus"

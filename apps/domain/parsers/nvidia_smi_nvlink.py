@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._nvlink_lines import CAPS_RE, GPU_RE, MESSAGE_RE, PROMPT_RE, SMI_Q_RE
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "nvidia_smi_nvlink"
 

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from apps.domain.errors import ParseError
 from apps.domain.limits import check_labels
 from apps.domain.names import TOKEN_ORDER, normalize_token, nv_count, path_rank
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 __all__ = [
     "TopoGpu", "TopoNic", "TopoMatrix", "parse", "parse_pci", "parse_p2p", "detect", "detect_pci",

@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._launch import strip_launcher_prefix
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import canonical_bdf
 
 KIND = "perftest"

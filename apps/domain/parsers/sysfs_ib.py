@@ -201,7 +201,7 @@ from apps.domain.parsers._ib import (
     parse_rate,
     port_guids_of,
 )
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.pci import canonical_bdf
 
 KIND = "sysfs_ib"

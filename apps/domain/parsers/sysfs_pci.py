@@ -83,7 +83,7 @@ from dataclasses import dataclass
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers._pcie import parse_link_speed, parse_link_width
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 
 KIND = "sysfs_pci"
 

@@ -9,7 +9,7 @@ import pytest
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import detect_kind, ibnetdiscover
-from apps.domain.parsers._fabric import fabric_guid
+from apps.domain.parsers.fabric_common import fabric_guid
 from tests.domain.parsers.properties import fixture_lines, mutated_lines, safety_tests
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "ibnetdiscover"

@@ -21,7 +21,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.domain.errors import ParseError, UnknownKindError
-from apps.domain.parsers._text import clean_lines
+from apps.domain.parsers.text import clean_lines
 from apps.domain.run_causes import size_text
 from apps.domain.runs import RUN_KINDS, check_run, read_run, run_hosts
 from apps.topology.management.commands.analyze import add_host_arguments, analyze_or_exit, read_host
