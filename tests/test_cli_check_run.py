@@ -74,3 +74,21 @@ def test_a_layout_that_cannot_be_read_exits_2(tmp_path):
     with pytest.raises(SystemExit) as exc:
         call_command("check_run", str(RUN_466), "--topo", str(bad), stdout=io.StringIO(), stderr=err)
     assert exc.value.code == 2 and err.getvalue().startswith(f"{bad}:0: ")
+
+
+def test_a_layouts_counter_sections_are_quoted_as_evidence():
+    """The per-file options' ethtool -S listing reaches the causes: the perftest on mlx5_2 (23.1 Gb/s, real)
+    quotes that port's discards from the host's ethtool_stats (SYNTHETIC fixture and pairing; the line
+    numbers were read off the fixture)."""
+    ethtool = FIX / "ethtool_stats" / "synthetic_h100_roce_mlx5_0_pfc_pause_storm_mlx5_2_discards_no_pfc.txt"
+    perftest = FIX / "perftest" / "koordinator_k8s_cx5_vf_mlx5_2_roce_ib_write_bw_mbsec_md_indent.txt"
+    out, _ = run(str(perftest), "--ibstat", str(FIX / "ibstat" / "gpud_h100_8x_cx7_roce400_4x_cx6dx_100_eth_all_active.txt"),
+                 "--ethtool-stats", str(ethtool), "--hostname", "roce-01")
+    r = json.loads(out)
+    t1 = next(f for f in r["findings"] if f["rule"] == "T1")
+    quoted = [r["evidence"][i] for i in t1["evidence"]]
+    assert (f"{ethtool}: ethtool_stats", 247, "rx_discards_phy: 18233") in [(e["file"], e["line"], e["text"])
+                                                                           for e in quoted]
+    out, _ = run(str(perftest), "--ibstat", str(FIX / "ibstat" / "gpud_h100_8x_cx7_roce400_4x_cx6dx_100_eth_all_active.txt"),
+                 "--hostname", "roce-01")
+    assert not any(e["file"] and "ethtool_stats" in e["file"] for e in json.loads(out)["evidence"])

@@ -25,12 +25,23 @@ import and the demo loader call it. Signatures (keyword-only after the ``*``):
     Re-check the runs that name this host and were checked without a layout for it, or before the
     snapshot now in force for their time existed (called when a host gets a new snapshot; the
     number re-checked, at most ``RECHECK_LIMIT``).
+``recheck_runs(*, cluster=None, since=None, hosts=None, progress=None) -> RecheckSummary`` (``recheck_each(runs)``)
+    Read every stored run again from its raw text and check it against the snapshots now in force
+    (after a parser or engine change, or ``rebuild_snapshots``); ``summary.changes`` counts
+    ``(verdict before, verdict after)`` (``unreadable`` for a text that cannot be read).
+
+A check also passes the causes the hosts' own report sections (``show_gids``, ``ib_counters``,
+``ethtool_stats`` of the report in force and of the next one, ``apps.domain.run_node``) and
+compares the run with the other stored runs of its shape in the cluster (``apps.domain.run_fleet``:
+one host in every slow run, T10; results that spread, T6).
 ``run_error_text(run) -> str``  ``FILE:LINE: reason`` of a failed run.
 
 Reading and checking are done in the request (or the import) rather than by a worker: a 64-rank
 x 30-size nccl-tests output parses in ~2 ms and checks in 4-7 ms, a 100,000-line NCCL log parses in
 1.3-2 s and checks in 0.2-0.3 s (docs/ingestion.md, "Runs"), and the API must answer an unreadable
-text with a 400 naming the line.
+text with a 400 naming the line. The hosts' report sections are read only when a cause asks for them
+(a run below its bar): an 8,700-line ``ethtool_stats`` listing (8 ports x 64 rings) parses in ~25-50 ms
+on the shared 2-core development machine; a healthy run reads none.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Any
@@ -49,6 +63,8 @@ from django.utils import timezone
 
 from apps.domain.errors import ParseError, UnknownKindError
 from apps.domain.parsers.text import clean_lines
+from apps.domain.run_fleet import add_fleet_findings, run_summary
+from apps.domain.run_node import NODE_KINDS
 from apps.domain.runs import RUN_KINDS, check_run, read_run, run_hosts
 from apps.ingest.models import AgentToken, Cluster, Host, Run, RunHost, Snapshot, Upload
 from apps.ingest.reports import ReportRejected
@@ -56,6 +72,7 @@ from apps.ingest.reports import ReportRejected
 log = logging.getLogger(__name__)
 
 RECHECK_LIMIT = 50  # runs re-checked when one host gets a new snapshot (the most recent first)
+FLEET_LIMIT = 200  # other runs of the same shape a check compares with (the most recent first)
 # The parser's result is kept with the run up to this size of JSON; a longer one (a log of 50,000
 # connections is ~12 MB) is read again from the raw text when the run is checked again.
 PARSED_KEEP_BYTES = 1 << 20
@@ -244,13 +261,81 @@ def check_stored_run(run: Run, parsed: dict | None = None) -> Run:
                 later.append(host.hostname)
         links.append((theirs, host, snap))
     main_host = next((h for _, h, _ in links if h is not None), None)
-    result = check_run(run.kind, parsed, docs, raw_lines=clean_lines(run.raw), name=run.source_name or None,
-                       baseline=_baseline(run, parsed, main_host))
+    lines = clean_lines(run.raw)
+    baseline = _baseline(run, parsed, main_host)
+    result = check_run(run.kind, parsed, docs, raw_lines=lines, name=run.source_name or None, baseline=baseline)
+    if result["verdict"] != "healthy" and any(snap for _, _, snap in links):
+        # Only a run below its bar quotes its hosts' counters and GIDs: read their reports for it alone
+        # (a report holds the whole lspci -vvv; a healthy run need not load it).
+        sections = {theirs: host_evidence_sections(host, snap, None if host.hostname in later else moment)
+                    for theirs, host, snap in links if snap is not None}
+        result = check_run(run.kind, parsed, docs, raw_lines=lines, name=run.source_name or None, baseline=baseline,
+                           host_sections=sections)
     if later:
         result["warnings"].append(f"the layout of {', '.join(later)} was reported after this run was measured; it is "
                                   "the one used")
+    names = [host.hostname if host else theirs for theirs, host, _ in links]
+    result = add_fleet_findings(result, run_summary(run.pk, result, names, name=run.source_name or None),
+                                _fleet_peers(run, result))
     _store_result(run, result, links)
     return run
+
+
+def _report_sections(snapshot_id: int) -> dict[str, str]:
+    """The evidence sections (``NODE_KINDS``) of the report a snapshot was built from."""
+    raw = Snapshot.objects.filter(pk=snapshot_id).values_list("upload__raw", flat=True).first()
+    try:
+        report = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    sections = report.get("sections") if isinstance(report, dict) else None
+    if not isinstance(sections, dict):
+        return {}
+    return {k: v for k, v in sections.items() if k in NODE_KINDS and isinstance(v, str)}
+
+
+def host_evidence_sections(host: Host, snap: Snapshot, moment: datetime | None) -> list[dict]:
+    """The samples ``check_run`` quotes for one host: the report of ``snap`` (in force at the run)
+    and, when ``moment`` is given, the host's next report after it (counters that rose across the run)."""
+    samples = []
+    chosen = [snap]
+    if moment is not None:
+        nxt = (Snapshot.objects.filter(host=host, collected_at__gt=moment).defer("document")
+               .order_by("collected_at", "id").first())
+        if nxt is not None:
+            chosen.append(nxt)
+    for s in chosen:
+        sections = _report_sections(s.pk)
+        if sections:
+            samples.append({"source": f"{host.hostname} report of {s.collected_at:%Y-%m-%d %H:%M} UTC "
+                                      f"(snapshot #{s.pk})", "sections": sections})
+    return samples
+
+
+def _fleet_peers(run: Run, result: dict) -> list[dict]:
+    """Summaries of the cluster's other checked runs of the same kind and shape (``run_fleet``)."""
+    shape = result.get("shape") or {}
+    if not (result.get("measured") or {}).get("value"):
+        return []
+    rows = (Run.objects.filter(cluster_id=run.cluster_id, kind=run.kind, status=Run.Status.DONE,
+                               measured__isnull=False)
+            .exclude(pk=run.pk).filter(**{f"result__shape__{k}": v for k, v in shape.items() if v is not None})
+            .order_by("-received_at", "-id")
+            .values("pk", "source_name", "efficiency", "result__kind", "result__shape", "result__measured")
+            [:FLEET_LIMIT])
+    rows = list(rows)
+    names: dict[int, set[str]] = {}
+    for run_id, hostname, theirs in RunHost.objects.filter(run_id__in=[r["pk"] for r in rows]).values_list(
+            "run_id", "host__hostname", "hostname"):
+        names.setdefault(run_id, set()).add(hostname or theirs)
+    out = []
+    for r in rows:
+        other = {"kind": r["result__kind"], "shape": r["result__shape"], "measured": r["result__measured"],
+                 "efficiency": r["efficiency"]}
+        summary = run_summary(r["pk"], other, names.get(r["pk"], ()), name=r["source_name"] or None)
+        if summary is not None:
+            out.append(summary)
+    return out
 
 
 def _json_ready(result: dict) -> dict:
@@ -300,3 +385,106 @@ def recheck_after_snapshot(host_id: int) -> int:
             check_stored_run(run)
             done += 1
     return done
+
+
+# --------------------------------------------------------------------------------------------- re-check
+
+
+UNREADABLE = "unreadable"  # the verdict word of a run whose text cannot be read
+
+
+@dataclass
+class RecheckSummary:
+    """What ``recheck_runs`` did: ``changes[(before, after)]`` runs (verdicts, or ``unreadable``)."""
+
+    total: int = 0
+    changes: Counter = field(default_factory=Counter)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (run id, what went wrong)
+
+    def lines(self) -> list[str]:
+        """The summary as printed by ``recheck_runs`` and ``rebuild_snapshots``."""
+        changed = {k: n for k, n in self.changes.items() if k[0] != k[1]}
+        same = Counter({k[0]: n for k, n in self.changes.items() if k[0] == k[1]})
+        out = [f"re-checked {self.total} runs: {sum(same.values())} unchanged, {sum(changed.values())} changed"
+               + (f", {len(self.errors)} failed" if self.errors else "")]
+        if same:
+            out.append("  unchanged: " + ", ".join(f"{n} {v}" for v, n in sorted(same.items())))
+        out += [f"  {a} -> {b}: {n}" for (a, b), n in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))]
+        out += [f"  run {run_id}: {why}" for run_id, why in self.errors]
+        return out
+
+
+def _verdict_word(run: Run) -> str:
+    if run.status != Run.Status.DONE:
+        return UNREADABLE
+    return run.verdict or "unchecked"
+
+
+def recheck_run(run: Run) -> tuple[str, str]:
+    """Read ``run`` again from its raw text (a parser fix may change what it says, or make an
+    unreadable text readable) and check it against the snapshots now in force; (before, after)."""
+    before = _verdict_word(run)
+    kind, parsed, error = _read(run.raw, run.kind or None)
+    run.kind = kind or run.kind
+    run.error = error
+    run.status = Run.Status.FAILED if error else Run.Status.DONE
+    run.parsed = parsed if parsed is not None and len(json.dumps(parsed)) <= PARSED_KEEP_BYTES else None
+    if error:
+        run.result, run.verdict, run.reason = None, "", ""
+        run.efficiency = run.measured = run.expected = None
+        RunHost.objects.filter(run=run).delete()  # an unreadable text names no host
+    run.save(update_fields=["kind", "error", "status", "parsed", "result", "verdict", "reason", "efficiency",
+                            "measured", "expected"])
+    if error is None:
+        check_stored_run(run, parsed=parsed)
+    return before, _verdict_word(run)
+
+
+def runs_to_recheck(*, cluster: Cluster | None = None, since: datetime | None = None,
+                    hosts: Iterable[Host] | None = None):
+    """The stored runs ``recheck_runs`` reads again: of a cluster, measured at or after ``since``,
+    touching one of ``hosts`` (by the host matched, or by name while it was unknown)."""
+    rows = Run.objects.all()
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
+    if since is not None:
+        rows = rows.filter(Q(collected_at__gte=since) | Q(collected_at__isnull=True, received_at__gte=since))
+    if hosts is not None:
+        hosts = list(hosts)
+        names = {h.hostname for h in hosts} | {_short(h.hostname) for h in hosts}
+        rows = rows.filter(Q(run_hosts__host__in=hosts) | Q(cluster_id__in={h.cluster_id for h in hosts},
+                                                             run_hosts__host__isnull=True,
+                                                             run_hosts__hostname__in=names)).distinct()
+    return rows.order_by("pk")
+
+
+def _in_chunks(ids: list[int], size: int = 50):
+    for i in range(0, len(ids), size):
+        yield from Run.objects.filter(pk__in=ids[i:i + size]).select_related("cluster").order_by("pk")
+
+
+def recheck_each(runs: Iterable[Run], progress: Callable[[Run], None] | None = None) -> RecheckSummary:
+    """``recheck_run`` each of ``runs``, each in its own transaction: a run whose check fails is
+    counted in ``errors`` and left as it was."""
+    summary = RecheckSummary()
+    for run in runs:
+        summary.total += 1
+        before = _verdict_word(run)
+        try:
+            with transaction.atomic():
+                before, after = recheck_run(run)
+        except Exception as exc:  # one bad run must not stop the re-check of the others
+            log.exception("re-checking run %s failed", run.pk)
+            summary.errors.append((run.pk, f"{type(exc).__name__}: {exc}"))
+            after = before
+        summary.changes[(before, after)] += 1
+        if progress is not None:
+            progress(run)
+    return summary
+
+
+def recheck_runs(*, cluster: Cluster | None = None, since: datetime | None = None, hosts: Iterable[Host] | None = None,
+                 progress: Callable[[Run], None] | None = None) -> RecheckSummary:
+    """Read and check again the stored runs selected as ``runs_to_recheck`` does (``recheck_each``)."""
+    ids = list(runs_to_recheck(cluster=cluster, since=since, hosts=hosts).values_list("pk", flat=True))
+    return recheck_each(_in_chunks(ids), progress)  # ids first: each check writes while the list is read

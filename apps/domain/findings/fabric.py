@@ -427,14 +427,19 @@ def rule_f05(ctx: Ctx) -> list[dict]:
 # counters (F06, F09)
 
 # hw_counters that count lost or reordered RoCE packets and retransmission timeouts (mlx5 names)
-_ROCE_LOSS = ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err",
-              "roce_adp_retrans", "roce_slow_restart")
+ROCE_LOSS_COUNTERS = ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err",
+                      "roce_adp_retrans", "roce_slow_restart")
 # NVSentinel: any increment of these is fatal (domain.md F09)
 _FATAL = ("link_downed", "excessive_buffer_overrun_errors", "local_link_integrity_errors")
 _FATAL_HW = ("rnr_nak_retry_err",)
 # physical-layer errors judged by rate: counter -> (per seconds, threshold, words)
 _RATED = {"symbol_error": (3600.0, 120, "per hour"), "link_error_recovery": (60.0, 5, "per minute")}
 _OTHER = ("port_rcv_errors", "port_rcv_remote_physical_errors")
+# Every IB port counter F09 reads (the run causes quote the same ones), and the hw_counter it adds
+LINK_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+                       "port_rcv_remote_physical_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+LINK_ERROR_HW_COUNTERS = _FATAL_HW
+assert set(LINK_ERROR_COUNTERS) == {*_FATAL, *_RATED, *_OTHER}
 
 
 def _counter_ports(ctx: Ctx) -> tuple[list[dict], float | None]:
@@ -474,7 +479,7 @@ def rule_f06(ctx: Ctx) -> list[dict]:
         if layer.lower() != "ethernet":
             continue
         hw = p.get("hw_counters") if isinstance(p.get("hw_counters"), Mapping) else {}
-        seen = [(k, as_int(hw.get(k))) for k in _ROCE_LOSS if as_int(hw.get(k))]
+        seen = [(k, as_int(hw.get(k))) for k in ROCE_LOSS_COUNTERS if as_int(hw.get(k))]
         if not seen:
             continue
         name = f"{p['ca']} port {as_int(p.get('port'))}"

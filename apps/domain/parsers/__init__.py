@@ -71,6 +71,7 @@ _ALL = [
     Kind("show_gids", "show_gids", "parse", "show_gids (mlnx-tools)"),
     Kind("ib_counters", "ib_counters", "parse",
          "topoweb agent: /sys/class/infiniband/*/ports/*/counters and hw_counters listing"),
+    Kind("ethtool_stats", "ethtool_stats", "parse", "ethtool -S <netdev> (RoCE ports: pause and discard counters)"),
     Kind("ibnetdiscover", "ibnetdiscover", "parse", "ibnetdiscover [-p] [--node-name-map F]", family="fabric"),
     Kind("iblinkinfo", "iblinkinfo", "parse", "iblinkinfo [-l]", family="fabric"),
     Kind("ibswitches", "ibnodes", "parse_switches", "ibswitches", "detect_switches", family="fabric"),

@@ -1,11 +1,12 @@
-"""python manage.py rebuild_snapshots [--cluster C] [--host H]: re-derive snapshots from raw uploads."""
+"""python manage.py rebuild_snapshots [--cluster C] [--host H]: re-derive snapshots from raw uploads, then re-check
+the stored runs of the hosts rebuilt (``apps.ingest.runs.recheck_runs``) against the snapshots now in force."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from apps.ingest import processing
+from apps.ingest import processing, runs
 from apps.ingest.models import Cluster, Host, Upload
 
 
@@ -42,3 +43,7 @@ class Command(BaseCommand):
         for upload_id, hostname, err in summary.failures:
             where = f"{err.get('section')} line {err.get('line_no')}" if err.get("section") else "report"
             self.stdout.write(f"  upload {upload_id} ({hostname}): {where}: {err.get('reason')}")
+        if summary.total:  # the runs of the rebuilt hosts were checked against the old snapshots
+            rechecked = runs.recheck_runs(hosts=[h]) if h is not None else runs.recheck_runs(cluster=c)
+            for line in rechecked.lines():
+                self.stdout.write(line)

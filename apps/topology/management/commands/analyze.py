@@ -35,6 +35,7 @@ FILE_OPTIONS = {
     "nvlink_errors": "nvidia_smi_nvlink_errors",
     "show_gids": "show_gids",
     "ib_counters": "ib_counters",
+    "ethtool_stats": "ethtool_stats",
 }
 
 

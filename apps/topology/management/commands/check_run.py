@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.domain.errors import ParseError, UnknownKindError
 from apps.domain.parsers.text import clean_lines
 from apps.domain.run_causes import size_text
+from apps.domain.run_node import NODE_KINDS
 from apps.domain.runs import RUN_KINDS, check_run, read_run, run_hosts
 from apps.topology.management.commands.analyze import add_host_arguments, analyze_or_exit, read_host
 
@@ -52,21 +53,29 @@ class Command(BaseCommand):
         except UnknownKindError as exc:
             self.stderr.write(f"{file}:0: {exc}")
             sys.exit(2)
-        layouts = self._layouts(bundle, hostname, options)
+        layouts, evidence = self._layouts(bundle, hostname, options)
         docs, notes = layouts_for_run(kind, parsed, layouts)
-        result = check_run(kind, parsed, docs, raw_lines=clean_lines(text), name=file)
+        result = check_run(kind, parsed, docs, raw_lines=clean_lines(text), name=file,
+                           host_sections=evidence_for_run(docs, layouts, evidence))
         result["warnings"] = notes + result["warnings"]
         self.stdout.write(json.dumps(result, indent=2) if format == "json" else render_text(result, file))
 
-    def _layouts(self, bundles: list[str], hostname: str | None, options: dict) -> list[tuple[str, dict]]:
-        out = []
-        for b in bundles:
-            name, sections, files = read_host(b, {})
-            out.append(analyze_or_exit(self, sections, name or Path(b).name, files))
+    def _layouts(self, bundles: list[str], hostname: str | None,
+                 options: dict) -> tuple[list[tuple[str, dict]], dict[str, dict]]:
+        """``([(hostname, document)], {hostname: node evidence sample})``: each host's layout, and its
+        ``show_gids`` / ``ib_counters`` / ``ethtool_stats`` texts for the causes that quote them."""
+        out, evidence = [], {}
+        hosts = [(b, *read_host(b, {})) for b in bundles]
         _name, sections, files = read_host(None, options)
         if sections:
-            out.append(analyze_or_exit(self, sections, hostname or GIVEN, files))
-        return [(doc["hostname"], doc) for doc in out]
+            hosts.append((None, hostname or GIVEN, sections, files))
+        for where, name, sections, files in hosts:
+            doc = analyze_or_exit(self, sections, name or Path(where).name, files)
+            out.append((doc["hostname"], doc))
+            texts = {k: v for k, v in sections.items() if k in NODE_KINDS}
+            if texts:
+                evidence[doc["hostname"]] = {"source": where or ", ".join(files[k] for k in texts), "sections": texts}
+        return out, evidence
 
 
 def _read_run_file(file: str) -> str:
@@ -97,6 +106,18 @@ def layouts_for_run(kind: str, parsed: dict, layouts: list[tuple[str, dict]]) ->
         which = "the layout given" if layouts[0][0] == GIVEN else f"the layout of {layouts[0][0]}"
         notes.append(f"{which} stands for every host of the run ({', '.join(names)})")
     return docs, notes
+
+
+def evidence_for_run(docs: dict[str, dict], layouts: list[tuple[str, dict]],
+                     evidence: dict[str, dict]) -> dict[str, list[dict]]:
+    """``{run host: [sample]}``: the node evidence of the layout each run host was given."""
+    by_doc = {id(doc): name for name, doc in layouts}
+    out = {}
+    for run_host, doc in docs.items():
+        sample = evidence.get(by_doc.get(id(doc)))
+        if sample:
+            out[run_host] = [sample]
+    return out
 
 
 def _pct(value) -> str:
