@@ -36,7 +36,7 @@ from pathlib import Path
 from bench.timing import Measure, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ["parsers", "engine", "pages", "peers", "browser", "pipeline", "ingest", "ui"]
+GROUPS = ["parsers", "engine", "fabric", "pages", "peers", "browser", "pipeline", "ingest", "ui"]
 DJANGO_GROUPS = {"pages", "peers", "browser"}
 SUBPROCESS_GROUPS = {"ingest", "ui"}  # others' modules: their own Django settings and services
 MARK = "@@BENCH-JSON@@"

@@ -1,8 +1,8 @@
-"""Page benchmarks: server time and payload of the host, cluster (256 and 1,024 hosts), path and
-compare pages, through Django's test client against the bench PostgreSQL database filled by the
-generator (``bench.db``). Server time is the whole request in-process (middleware, queries,
-figures, template); payload is the HTML as sent and gzip-compressed (what a browser downloads
-behind a compressing proxy).
+"""Page benchmarks: server time and payload of the host, cluster (256 and 1,024 hosts), path,
+compare and fabric (the SYNTHETIC 2,000-switch fat tree of ``bench.fabric_synth``) pages, through
+Django's test client against the bench PostgreSQL database filled by the generator (``bench.db``).
+Server time is the whole request in-process (middleware, queries, figures, template); payload is
+the HTML as sent and gzip-compressed (what a browser downloads behind a compressing proxy).
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ def prepare() -> dict:
     from bench.synth import apply_fault
 
     clusters = {name: db.fill_cluster(name, n) for name, n in CLUSTERS}
+    from apps.ingest import access
+
+    db.bench_user()
+    for cluster in clusters.values():  # the bench user reads the pages as a viewer (clusters are private)
+        access.grant(cluster=cluster, role=access.VIEWER, username=db.BENCH_USER)
     small = clusters["synth-256"]
     # the first host whose layout can show a port down, reported again with the port down
     for host in small.hosts.order_by("hostname"):
@@ -76,4 +81,47 @@ def run() -> list[Measure]:
                                       f"&dst={b.cluster.name}/{b.hostname}/GPU1")
     ch = ctx["compare_host"]
     rows += page(c, "compare (2 snapshots)", f"/c/{ch.cluster.name}/h/{ch.hostname}/compare/")
+    rows += fabric_rows(c)
+    return rows
+
+
+def fabric_rows(c) -> list[Measure]:
+    """The fabric page of 2,000 switches and 16,000 HCAs: the figure built from the stored graph (its
+    health lists once per graph, then the drawing and its JSON, what every request pays) and the page."""
+    from django.test.utils import override_settings
+
+    from apps.domain import fabric
+    from apps.domain.fabric_paths import FabricView
+    from apps.domain.fabric_rules import fabric_findings
+    from apps.explorer import fabric_figures
+    from apps.ingest import access, fabrics, services
+    from apps.ingest.models import Cluster
+    from bench.fabric_synth import synthetic_ibnetdiscover
+
+    text = synthetic_ibnetdiscover()
+    cluster = Cluster.objects.filter(name="synth-fabric").first() or services.create_cluster(
+        name="synth-fabric", description="synthetic: bench.fabric_synth, 2,000 switches, 16,000 HCAs")
+    db.bench_user()
+    access.grant(cluster=cluster, role=access.VIEWER, username=db.BENCH_USER)
+    with override_settings(MAX_REPORT_BYTES=max(16 << 20, len(text) * 2)):
+        row, _ = fabrics.submit_fabric(cluster=cluster, text=text, via="import",
+                                       source_name="synthetic_fabric_2000_switches.txt")
+    G = fabrics.fabric_graph(row)
+    note = "bench.fabric_synth: 2,000 switches, 16,000 HCAs, 44,000 cables"
+    rows = [measure("fabric health lists, 2,000 switches", lambda: (fabric.degraded_links(G), fabric.down_ports(G)),
+                    runs=3, warmup=0, note="degraded_links + down_ports, once per graph; " + note)]
+    degraded, down = fabric.degraded_links(G), fabric.down_ports(G)
+    view = FabricView.build(G, fabric.attach_hosts(G))
+    rows.append(measure("fabric findings L01-L08, 2,000 switches", lambda: fabric_findings(view), runs=3, warmup=0,
+                        note="once per discovery and set of snapshots (the page keeps them); " + note))
+
+    def figure(expand=None):
+        d = fabric_figures.fabric_drawing(G, degraded=degraded, down=down, expand=expand)
+        return fabric_figures.fabric_figure_json(d, G)
+
+    rows.append(measure("fabric figure, 2,000 switches (by group)", figure, runs=7, warmup=1,
+                        note=f"drawing + JSON ({len(figure()) / 1024:.0f} KiB); " + note))
+    rows.append(measure("fabric figure, 2,000 switches, a leaf group expanded", lambda: figure("leaf-2"), runs=7,
+                        warmup=1, note=note))
+    rows += page(c, "fabric 2,000 switches", f"/c/{cluster.name}/fabric/", runs=5)
     return rows

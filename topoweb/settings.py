@@ -153,7 +153,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 from topoweb.env import cache_from_url, check_time_limits  # noqa: E402 (next to the settings they build)
 
 MAX_REPORT_BYTES = env_int("TOPOWEB_MAX_REPORT_BYTES", 5 * 1024 * 1024, minimum=1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REPORT_BYTES + 1024 * 1024
+# A fabric discovery grows with the fabric: ibnetdiscover of 2,000 switches and 16,000 HCAs is ~9 MB.
+MAX_FABRIC_BYTES = env_int("TOPOWEB_MAX_FABRIC_BYTES", 64 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_REPORT_BYTES, MAX_FABRIC_BYTES) + 1024 * 1024
 SWEEP_AFTER_SECONDS = env_int("TOPOWEB_SWEEP_AFTER_SECONDS", 120, minimum=1)
 # A report dated further ahead of the server's clock is dated by its arrival (it would pin "latest").
 CLOCK_SKEW_SECONDS = env_int("TOPOWEB_CLOCK_SKEW_SECONDS", 300, minimum=0)

@@ -6,26 +6,57 @@ A cross-host path is the join of three precomputed pieces, so a query never rebu
 1. the source host's send leg: its ``gpu_nic`` entry for the GPU (through the PXN relay when
    NCCL would use one: PXN is only used in the GPU->NIC direction), including the host-memory
    bounce when GPUDirect RDMA is off;
-2. the fabric: until switch topology is ingested, one non-blocking switch per link layer and
-   rail (NICs with the same rail index, i.e. the same position in each host's compute-NIC
-   order, form a rail); different rails are assumed joined by a spine; NICs on different link
-   layers (InfiniBand vs Ethernet/RoCE) never connect;
+2. the fabric, **discovered** when a :class:`apps.domain.fabric_paths.FabricView` is given and
+   both NICs are in it: NIC -> leaf -> spine(s) -> leaf -> NIC through the real switches, every
+   cable bundle a hop with its width, speed and GB/s, and the switch-to-switch hops standing for
+   all their equal-cost bundles (subnet managers and adaptive routing spread routes over them, so
+   the capacity between two leaves is the narrowest cut of the equal-cost routes, not one cable:
+   ``fabric_paths`` module docstring). Otherwise **assumed** (the rail model): one non-blocking
+   switch per link layer and rail (NICs with the same rail index, i.e. the same position in each
+   host's compute-NIC order, form a rail), different rails joined by an assumed spine. NICs on
+   different link layers (InfiniBand vs Ethernet/RoCE) never connect;
 3. the destination host's receive leg: its ``gpu_nic`` entry's own path, reversed (NCCL
    receives locally).
 
 Every hop keeps the document's hop keys plus ``host`` (None for fabric hops). ``flows`` is the
-number of flows sharing the link when every GPU talks to its NIC at once.
+number of flows sharing the link when every GPU talks to its NIC at once. Fabric hops also carry
+``name``, ``tier``, ``width``, ``speed``, ``gbs`` (the cable bundle, GB/s per direction) and
+``state``; a discovered one has kind ``fabric_link``, its ``from_id``/``to_id`` the fabric node ids,
+``links`` (cables in the bundle) and ``equal_cost`` (the bundles its stage spreads over; its
+``spec_gbs``/``expected_gbs`` are theirs together). Assumed ones keep kind ``fabric``.
 
-``path_between(doc_a, gpu_a, doc_b, gpu_b)`` answers one query; :class:`ClusterIndex` keeps
-many documents by hostname and answers ``"host/GPU3"`` queries.
+Cross-host results add (same-host and unroutable ones carry them too, as None or empty):
+
+* ``fabric``: ``"discovered"`` or ``"assumed"``; ``fabric_reason``: why it is assumed although a
+  fabric was given (a NIC not in it, not cabled...), else None;
+* ``equal_cost_paths`` / ``equal_cost_port_paths``: the minimum-hop routes between the two NICs as
+  switch sequences / counting parallel cables (None when assumed);
+* ``fabric_hops``: the fabric part as the page draws it, links and switches in turn:
+  ``{"kind": "fabric_link", "name", "from", "to", "from_id", "to_id", "from_port", "to_port",
+  "tier", "width", "speed", "gbs", "expected_gbs", "stage_gbs", "links", "equal_cost", "state",
+  "assumed"}`` and ``{"kind": "switch", "name", "node", "tier", "choices", "width": None, "speed":
+  None, "gbs": None, "state": None, "assumed"}`` (``choices``: equal-cost switches at that place);
+* ``fabric_cut``: ``{"gbs", "expected_gbs", "where" ("fabric" | "host link"), "leaf_cut_gbs",
+  "leaf_cut_expected_gbs", "bundles" [[from, to]], "stage"}`` (discovered only, else None): the
+  narrowest cut between the two NICs. ``bottleneck`` stays the index of the hop where it lies (a
+  switch-to-switch hop when the fabric is narrower than the NIC ports) and ``bottleneck_gbs`` is
+  the cut's expected GB/s whenever it is the narrowest place;
+* ``leaf_src`` / ``leaf_dst``: the leaves' names (discovered), else None.
+
+``path_between(doc_a, gpu_a, doc_b, gpu_b, fabric=None)`` answers one query; :class:`ClusterIndex`
+keeps many documents by hostname (and the fabric view) and answers ``"host/GPU3"`` queries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from apps.domain.bandwidth import ib_port
 from apps.domain.names import natural_sorted
+
+if TYPE_CHECKING:  # for annotations only: a view is passed in, never built here
+    from apps.domain.fabric_paths import FabricView
 
 __all__ = ["path_between", "ClusterIndex", "rails"]
 
@@ -72,6 +103,10 @@ def _fmt(v: float | None) -> str:
     return "?" if v is None else f"{v:.1f}"
 
 
+_NO_FABRIC = {"fabric": None, "fabric_reason": None, "equal_cost_paths": None, "equal_cost_port_paths": None,
+              "fabric_hops": [], "fabric_cut": None, "leaf_src": None, "leaf_dst": None}
+
+
 def _same_host(doc: Mapping, a: str, b: str) -> dict:
     host = doc.get("hostname")
     src, dst = f"{host}/{a}", f"{host}/{b}"
@@ -79,7 +114,7 @@ def _same_host(doc: Mapping, a: str, b: str) -> dict:
     if a == b or pair is None:
         why = "source and destination are the same GPU" if a == b else f"{host} has no GPU pair {a}-{b}"
         return {"src": src, "dst": dst, "same_host": True, "mechanism": "none", "hops": [], "bottleneck": None,
-                "bottleneck_gbs": None, "gdr_src": None, "gdr_dst": None, "explanation": why}
+                "bottleneck_gbs": None, "gdr_src": None, "gdr_dst": None, "explanation": why, **_NO_FABRIC}
     hops = pair["hops"] if pair["a"] == a else _reversed(pair["hops"])
     hops = _with_host(hops, host)
     idx, gbs = _bottleneck(hops)
@@ -88,7 +123,8 @@ def _same_host(doc: Mapping, a: str, b: str) -> dict:
         h = hops[idx]
         text += f" Slowest hop: {h['from']} -> {h['to']} ({h['kind']}), {_fmt(gbs)} GB/s."
     return {"src": src, "dst": dst, "same_host": True, "mechanism": pair["mechanism"], "hops": hops,
-            "bottleneck": idx, "bottleneck_gbs": gbs, "gdr_src": None, "gdr_dst": None, "explanation": text}
+            "bottleneck": idx, "bottleneck_gbs": gbs, "gdr_src": None, "gdr_dst": None, "explanation": text,
+            **_NO_FABRIC}
 
 
 def _leg_words(host: str, gpu: str, e: Mapping, sending: bool) -> str:
@@ -111,15 +147,32 @@ def _leg_words(host: str, gpu: str, e: Mapping, sending: bool) -> str:
 def _no_route(src: str, dst: str, why: str, hops: list[dict] | None = None, **flags) -> dict:
     return {"src": src, "dst": dst, "same_host": False, "mechanism": "none", "hops": hops or [], "bottleneck": None,
             "bottleneck_gbs": None, "gdr_src": flags.get("gdr_src"), "gdr_dst": flags.get("gdr_dst"),
-            "explanation": why}
+            "explanation": why, **_NO_FABRIC, **{k: v for k, v in flags.items() if k in _NO_FABRIC}}
 
 
-def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict:
+class _Ends:
+    """What both halves of a cross-host path need: the two hosts, GPUs, gpu_nic entries, NIC records."""
+
+    def __init__(self, doc_a: Mapping, gpu_a: str, ea: Mapping, doc_b: Mapping, gpu_b: str, eb: Mapping) -> None:
+        self.ha, self.hb = doc_a.get("hostname"), doc_b.get("hostname")
+        self.gpu_a, self.gpu_b, self.ea, self.eb = gpu_a, gpu_b, ea, eb
+        self.na = _find(doc_a.get("nics", []), "name", ea["nic"]) or {}
+        self.nb = _find(doc_b.get("nics", []), "name", eb["nic"]) or {}
+        self.ra, self.rb = rails(doc_a).get(ea["nic"]), rails(doc_b).get(eb["nic"])
+        self.fa = int(ea.get("nic_share") or 1)
+        self.fb = int(eb.get("nic_share") or 1)
+        self.layer = self.na.get("link_layer") or self.nb.get("link_layer") or "fabric"
+
+
+def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str,
+                 fabric: FabricView | None = None) -> dict:
     """Hops from ``gpu_a``'s memory on ``doc_a``'s host to ``gpu_b``'s memory on ``doc_b``'s host.
 
     Returns {"src", "dst", "same_host", "mechanism" ("net" across hosts, else the pair's
     mechanism, "none" without a route), "hops" (document hops + "host"), "bottleneck" (index),
-    "bottleneck_gbs", "gdr_src", "gdr_dst", "rail_src", "rail_dst", "explanation"}.
+    "bottleneck_gbs", "gdr_src", "gdr_dst", "rail_src", "rail_dst", "explanation"} and the fabric
+    keys of the module docstring. ``fabric``: a :class:`apps.domain.fabric_paths.FabricView`;
+    the two NICs' route then goes through its switches when both are in it.
 
     Examples
     --------
@@ -129,8 +182,8 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
     ...     "link_layer": "InfiniBand", "compute": True}], "gpu_nic": [{"gpu": "GPU0", "nic": "mlx5_0",
     ...     "path_class": "PIX", "gdr": True, "reason": "", "pxn_via": None, "hops": [hop]}]}
     >>> p = path_between(doc("a"), "GPU0", doc("b"), "GPU0")
-    >>> [h["kind"] for h in p["hops"]], p["bottleneck_gbs"]
-    (['pcie', 'fabric', 'fabric', 'pcie'], 23.25)
+    >>> [h["kind"] for h in p["hops"]], p["bottleneck_gbs"], p["fabric"]
+    (['pcie', 'fabric', 'fabric', 'pcie'], 23.25, 'assumed')
     """
     ha, hb = doc_a.get("hostname"), doc_b.get("hostname")
     if doc_a is doc_b or ha == hb:
@@ -147,51 +200,61 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
                    f"{host}/{g} has no usable NIC: no active NIC port is reachable from it"
                    if known else f"{host} has no {g}")
             return _no_route(src, dst, why)
+    ends = _Ends(doc_a, gpu_a, ea, doc_b, gpu_b, eb)
     pxn = bool(ea.get("pxn_via") and ea.get("pxn_hops"))
     send = ea["pxn_hops"] if pxn else ea["hops"]
     gdr_src = bool(ea.get("pxn_gdr")) if pxn else bool(ea["gdr"])
     gdr_dst = bool(eb["gdr"])
     leg_a = _with_host(send, ha)
     leg_b = _with_host(_reversed(eb["hops"]), hb)
-    na = _find(doc_a.get("nics", []), "name", ea["nic"]) or {}
-    nb = _find(doc_b.get("nics", []), "name", eb["nic"]) or {}
-    lla, llb = na.get("link_layer"), nb.get("link_layer")
+    lla, llb = ends.na.get("link_layer"), ends.nb.get("link_layer")
     if lla and llb and lla != llb:
         why = (f"No route: {ha}/{ea['nic']} is {lla} and {hb}/{eb['nic']} is {llb}; NICs on different link "
                "layers never connect (NCCL refuses to pair them).")
         return _no_route(src, dst, why, leg_a + leg_b, gdr_src=gdr_src, gdr_dst=gdr_dst)
-    layer = lla or llb or "fabric"
-    ra, rb = rails(doc_a).get(ea["nic"]), rails(doc_b).get(eb["nic"])
-    pa, pb = ib_port(na.get("rate_gbps")), ib_port(nb.get("rate_gbps"))
-    fa = int(ea.get("nic_share") or 1)
-    fb = int(eb.get("nic_share") or 1)
-    sw_a = f"{layer} rail {ra if ra is not None else '?'} switch"
-    sw_b = f"{layer} rail {rb if rb is not None else '?'} switch"
-    fabric = [{"from": ea["nic"], "to": sw_a, "from_id": ea["nic"], "to_id": None, "kind": "fabric",
-               "spec_gbs": pa.spec_gbs, "expected_gbs": pa.expected_gbs, "flows": fa,
-               "note": _port_note(ha, ea["nic"], na), "host": None, "assumed": False}]
-    if ra != rb:
-        fabric.append({"from": sw_a, "to": sw_b, "from_id": None, "to_id": None, "kind": "fabric",
-                       "spec_gbs": None, "expected_gbs": None, "flows": 1, "host": None, "assumed": False,
-                       "note": "different rails: a non-blocking spine between rail switches is assumed"})
-    fabric.append({"from": sw_b, "to": eb["nic"], "from_id": None, "to_id": eb["nic"], "kind": "fabric",
-                   "spec_gbs": pb.spec_gbs, "expected_gbs": pb.expected_gbs, "flows": fb,
-                   "note": _port_note(hb, eb["nic"], nb), "host": None, "assumed": False})
-    hops = leg_a + fabric + leg_b
-    idx, gbs = _bottleneck(hops)
-    words = [_leg_words(ha, gpu_a, ea, True)]
-    if ra == rb:
-        words.append(f"{ha}/{ea['nic']} and {hb}/{eb['nic']} are both on rail {ra} "
-                     f"({layer}; one non-blocking switch per rail assumed).")
+    route = None
+    if fabric is not None:
+        route = fabric.route(ha, ea["nic"], hb, eb["nic"], port_a=ends.na.get("port"), port_b=ends.nb.get("port"))
+    if route is not None and route["fabric"] == "discovered":
+        if not route["reachable"]:
+            why = f"No route through the fabric: {route['reason']}."
+            return _no_route(src, dst, why, leg_a + leg_b, gdr_src=gdr_src, gdr_dst=gdr_dst, fabric="discovered",
+                             fabric_reason=route["reason"], equal_cost_paths=0, equal_cost_port_paths=0,
+                             leaf_src=(route["src"] or {}).get("leaf_name"),
+                             leaf_dst=(route["dst"] or {}).get("leaf_name"))
+        middle, extra, words = _discovered(ends, route)
     else:
-        words.append(f"{ha}/{ea['nic']} is on rail {ra} and {hb}/{eb['nic']} on rail {rb}: the traffic "
-                     "crosses rails (a spine is assumed).")
-    words.append(_leg_words(hb, gpu_b, eb, False))
+        middle, extra, words = _assumed(ends, route["reason"] if route else None)
+    hops = leg_a + middle + leg_b
+    idx, gbs = _bottleneck(hops)
+    cut = extra["fabric_cut"]
+    if cut and cut["expected_gbs"] is not None and (gbs is None or cut["expected_gbs"] < gbs - 1e-9):
+        idx, gbs = len(leg_a) + (cut["stage"] if cut["stage"] is not None else 0), cut["expected_gbs"]
+    text = [_leg_words(ha, gpu_a, ea, True), *words, _leg_words(hb, gpu_b, eb, False)]
+    text += _bottleneck_words(hops, idx, gbs, _port_ideal(ends, middle, route))
+    return {"src": src, "dst": dst, "same_host": False, "mechanism": "net", "hops": hops, "bottleneck": idx,
+            "bottleneck_gbs": gbs, "gdr_src": gdr_src, "gdr_dst": gdr_dst, "rail_src": ends.ra,
+            "rail_dst": ends.rb, "explanation": " ".join(text), **extra}
+
+
+def _port_ideal(ends: _Ends, middle: list[dict], route: Mapping | None) -> float | None:
+    """What the NIC ports could carry (GB/s per direction, expected): the fabric's cables when
+    discovered, else the ports' reported rates."""
+    if route is not None and route["fabric"] == "discovered":
+        vals = [middle[0].get("expected_gbs"), middle[-1].get("expected_gbs")]
+    else:
+        vals = [ib_port(ends.na.get("rate_gbps")).expected_gbs, ib_port(ends.nb.get("rate_gbps")).expected_gbs]
+    return min((v for v in vals if v is not None), default=None)
+
+
+def _bottleneck_words(hops: list[dict], idx: int | None, gbs: float | None, ideal: float | None) -> list[str]:
+    words = []
     if idx is not None:
         h = hops[idx]
         where = f"{h['host']}: " if h.get("host") else ""
-        ideal = min((v for v in (pa.expected_gbs, pb.expected_gbs) if v is not None), default=None)
         text = f"Slowest hop: {where}{h['from']} -> {h['to']} ({h['kind']}), {_fmt(gbs)} GB/s"
+        if (h.get("equal_cost") or 1) > 1:
+            text += f" over its {h['equal_cost']} equal-cost bundles together (the narrowest cut between the leaves)"
         if ideal is not None and gbs is not None and gbs < ideal * 0.95:
             text += f" instead of the {_fmt(ideal)} GB/s the NIC port could carry"
         if h.get("assumed") and h.get("note"):
@@ -205,9 +268,139 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str) -> dict
     if unknown:
         words.append(f"{unknown} hop(s) have no known bandwidth (link generation/width or port rate not "
                      "reported), so the real bottleneck may be one of them.")
-    return {"src": src, "dst": dst, "same_host": False, "mechanism": "net", "hops": hops, "bottleneck": idx,
-            "bottleneck_gbs": gbs, "gdr_src": gdr_src, "gdr_dst": gdr_dst, "rail_src": ra, "rail_dst": rb,
-            "explanation": " ".join(words)}
+    return words
+
+
+# --- the rail model (no fabric, or a NIC the fabric does not have) --------------------------------
+
+
+def _assumed(ends: _Ends, reason: str | None) -> tuple[list[dict], dict, list[str]]:
+    ea, eb, ha, hb, ra, rb = ends.ea, ends.eb, ends.ha, ends.hb, ends.ra, ends.rb
+    pa, pb = ib_port(ends.na.get("rate_gbps")), ib_port(ends.nb.get("rate_gbps"))
+    sw_a = f"{ends.layer} rail {ra if ra is not None else '?'} switch"
+    sw_b = f"{ends.layer} rail {rb if rb is not None else '?'} switch"
+    hops = [{"from": ea["nic"], "to": sw_a, "from_id": ea["nic"], "to_id": None, "kind": "fabric",
+             "spec_gbs": pa.spec_gbs, "expected_gbs": pa.expected_gbs, "flows": ends.fa,
+             "note": _port_note(ha, ea["nic"], ends.na), "host": None, "assumed": False,
+             **_assumed_fields(f"{ha}/{ea['nic']} -> {sw_a}", pa.spec_gbs, ends.na)}]
+    if ra != rb:
+        hops.append({"from": sw_a, "to": sw_b, "from_id": None, "to_id": None, "kind": "fabric",
+                     "spec_gbs": None, "expected_gbs": None, "flows": 1, "host": None, "assumed": False,
+                     "note": "different rails: a non-blocking spine between rail switches is assumed",
+                     **_assumed_fields(f"{sw_a} -> {sw_b}", None, {})})
+    hops.append({"from": sw_b, "to": eb["nic"], "from_id": None, "to_id": eb["nic"], "kind": "fabric",
+                 "spec_gbs": pb.spec_gbs, "expected_gbs": pb.expected_gbs, "flows": ends.fb,
+                 "note": _port_note(hb, eb["nic"], ends.nb), "host": None, "assumed": False,
+                 **_assumed_fields(f"{sw_b} -> {hb}/{eb['nic']}", pb.spec_gbs, ends.nb)})
+    switches = [sw_a] if ra == rb else [sw_a, sw_b]
+    fabric_hops = []
+    for i, h in enumerate(hops):
+        fabric_hops.append(_link_entry(h, {"from_name": h["from"], "to_name": h["to"], "from_port": None,
+                                           "to_port": None, "expected_gbs": h["expected_gbs"]}, True))
+        if i < len(switches):
+            fabric_hops.append({"kind": "switch", "name": switches[i], "node": None, "tier": None, "choices": None,
+                                "width": None, "speed": None, "gbs": None, "state": None, "assumed": True})
+    words = []
+    if reason:
+        words.append(f"The fabric capture cannot place this route ({reason}), so the rail model is assumed.")
+    if ra == rb:
+        words.append(f"{ha}/{ea['nic']} and {hb}/{eb['nic']} are both on rail {ra} "
+                     f"({ends.layer}; one non-blocking switch per rail assumed).")
+    else:
+        words.append(f"{ha}/{ea['nic']} is on rail {ra} and {hb}/{eb['nic']} on rail {rb}: the traffic "
+                     "crosses rails (a spine is assumed).")
+    extra = {**_NO_FABRIC, "fabric": "assumed", "fabric_reason": reason, "fabric_hops": fabric_hops}
+    return hops, extra, words
+
+
+def _assumed_fields(name: str, gbs: float | None, nic: Mapping) -> dict:
+    return {"name": name, "tier": None, "width": None, "speed": None, "gbs": gbs, "state": nic.get("state")}
+
+
+def _link_entry(h: Mapping, lk: Mapping, assumed: bool) -> dict:
+    """A ``fabric_hops`` link from its path hop ``h`` and the fabric's link record ``lk``."""
+    return {"kind": "fabric_link", "name": h["name"], "from": lk["from_name"], "to": lk["to_name"],
+            "from_id": h.get("from_id"), "to_id": h.get("to_id"), "from_port": lk["from_port"],
+            "to_port": lk["to_port"], "tier": h["tier"], "width": h["width"], "speed": h["speed"], "gbs": h["gbs"],
+            "expected_gbs": lk["expected_gbs"], "stage_gbs": h["spec_gbs"], "links": h.get("links"),
+            "equal_cost": h.get("equal_cost"), "state": h["state"], "assumed": assumed}
+
+
+# --- the discovered fabric ------------------------------------------------------------------------
+
+
+def _discovered(ends: _Ends, route: Mapping) -> tuple[list[dict], dict, list[str]]:
+    links, switches = route["links"], route["switches"]
+    ea, eb, ha, hb = ends.ea, ends.eb, ends.ha, ends.hb
+    hops = []
+    for i, lk in enumerate(links):
+        first, last = i == 0, i == len(links) - 1
+        frm = ea["nic"] if first else lk["from_name"]
+        to = eb["nic"] if last else lk["to_name"]
+        if first or last:
+            host, nic, row = (ha, ea["nic"], route["src"]) if first else (hb, eb["nic"], route["dst"])
+            note = (f"{host}/{nic} ({row['ca_name']} port {row['port']}) is cabled to {row['leaf_name']} port "
+                    f"{row['leaf_port']}: {_rate_words(lk)}" if row.get("leaf") else
+                    f"{host}/{nic} is cabled straight to the other adapter: {_rate_words(lk)}")
+        elif lk["stage_bundles"] > 1:
+            note = (f"one of {lk['stage_bundles']} equal-cost bundles between the {lk['tier'].replace('-', ' and ')} "
+                    f"tiers on these routes ({lk['stage_links']} cables, {_fmt(lk['stage_gbs'])} GB/s together; "
+                    f"this one {lk['links']} x {_rate_words(lk)}): the fabric spreads routes over all of them")
+        else:
+            note = f"the only bundle at this place on these routes: {lk['links']} x {_rate_words(lk)}"
+        hops.append({"from": frm, "to": to, "from_id": ea["nic"] if first else lk["from"],
+                     "to_id": eb["nic"] if last else lk["to"], "kind": "fabric_link",
+                     "spec_gbs": lk["stage_gbs"], "expected_gbs": lk["stage_expected_gbs"],
+                     "flows": ends.fa if first else ends.fb if last else 1, "note": note, "host": None,
+                     "assumed": False, "name": f"{lk['from_name']} -> {lk['to_name']}", "tier": lk["tier"],
+                     "width": lk["width"], "speed": lk["speed"], "gbs": lk["gbs"], "state": lk["state"],
+                     "links": lk["links"], "equal_cost": lk["stage_bundles"]})
+    fabric_hops = []
+    for i, (h, lk) in enumerate(zip(hops, links)):
+        fabric_hops.append(_link_entry(h, lk, False))
+        if i < len(switches):
+            sw = switches[i]
+            fabric_hops.append({"kind": "switch", "name": sw["name"], "node": sw["node"], "tier": sw["tier"],
+                                "choices": sw["choices"], "width": None, "speed": None, "gbs": None, "state": None,
+                                "assumed": False})
+    extra = {"fabric": "discovered", "fabric_reason": None, "equal_cost_paths": route["equal_cost_paths"],
+             "equal_cost_port_paths": route["equal_cost_port_paths"], "fabric_hops": fabric_hops,
+             "fabric_cut": route["cut"], "leaf_src": route["src"].get("leaf_name"),
+             "leaf_dst": route["dst"].get("leaf_name")}
+    return hops, extra, [_route_words(ends, route)]
+
+
+def _rate_words(lk: Mapping) -> str:
+    rate = " ".join(x for x in (lk.get("width"), lk.get("speed")) if x) or "rate not printed"
+    gbs = f", {_fmt(lk['gbs'])} GB/s" if lk.get("gbs") is not None else ""
+    state = f", {lk['state']}" if lk.get("state") else ""
+    return f"{rate}{gbs}{state}"
+
+
+def _route_words(ends: _Ends, route: Mapping) -> str:
+    a, b, cut, switches = route["src"], route["dst"], route["cut"] or {}, route["switches"]
+    ea, eb = f"{ends.ha}/{ends.ea['nic']}", f"{ends.hb}/{ends.eb['nic']}"
+    if not switches:
+        return f"{ea} and {eb} are cabled to each other, with no switch between them."
+    if len(switches) == 1:
+        return (f"{ea} and {eb} are cabled to the same leaf, {a['leaf_name']} (ports {a['leaf_port']} and "
+                f"{b['leaf_port']}), so the traffic turns there.")
+    inner = switches[1:-1]
+    if not inner:
+        return (f"{ea} is cabled to {a['leaf_name']} port {a['leaf_port']} and {eb} to {b['leaf_name']} port "
+                f"{b['leaf_port']}; the two leaves are cabled to each other ({_fmt(cut.get('leaf_cut_gbs'))} GB/s "
+                "per direction between them).")
+    middle = " / ".join(f"{s['choices']} {s['tier']}" for s in inner)
+    one = len(inner) == 1 and inner[0]["choices"] == 1
+    n = route["equal_cost_paths"]
+    text = (f"{ea} is cabled to {a['leaf_name']} port {a['leaf_port']} and {eb} to {b['leaf_name']} port "
+            f"{b['leaf_port']}; between the two leaves the fabric has {n} equal-cost route{'s' if n != 1 else ''} "
+            f"through {middle} switch{'' if one else 'es'} ({len(switches) - 1} switch hops)")
+    if cut.get("leaf_cut_gbs") is not None:
+        text += f", whose narrowest cut carries {_fmt(cut['leaf_cut_gbs'])} GB/s per direction"
+        text += (": less than the NIC ports, so the fabric is the bottleneck" if cut.get("where") == "fabric"
+                 else ", more than the NIC ports need")
+    return text + "."
 
 
 def _port_note(host: str, nic: str, rec: Mapping) -> str:
@@ -218,15 +411,17 @@ def _port_note(host: str, nic: str, rec: Mapping) -> str:
 
 
 class ClusterIndex:
-    """Snapshot documents by hostname, answering ``"host/GPU<i>"`` path queries.
+    """Snapshot documents by hostname, answering ``"host/GPU<i>"`` path queries (through ``fabric``,
+    a :class:`apps.domain.fabric_paths.FabricView`, when given).
 
     >>> idx = ClusterIndex([{"hostname": "a", "gpu_pairs": [], "gpu_nic": []}])
     >>> idx.path("a/GPU0", "b/GPU1")["explanation"]
     'unknown host b'
     """
 
-    def __init__(self, docs: Iterable[Mapping] = ()) -> None:
+    def __init__(self, docs: Iterable[Mapping] = (), fabric: FabricView | None = None) -> None:
         self.docs: dict[str, Mapping] = {}
+        self.fabric = fabric
         for d in docs:
             self.add(d)
 
@@ -241,7 +436,7 @@ class ClusterIndex:
         for h in (ha, hb):
             if h not in self.docs:
                 return _no_route(src, dst, f"unknown host {h}")
-        return path_between(self.docs[ha], ga, self.docs[hb], gb)
+        return path_between(self.docs[ha], ga, self.docs[hb], gb, fabric=self.fabric)
 
 
 def _split(endpoint: str) -> tuple[str, str]:

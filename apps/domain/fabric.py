@@ -53,6 +53,7 @@ __all__ = [
     "host_cas",
     "attach_hosts",
     "host_ports_from_ib",
+    "host_key",
     "route",
     "uplink_sharing",
     "degraded_links",
@@ -303,7 +304,8 @@ def _attachment(G: nx.Graph, ca: str, port: int | None, nic: str | None, match: 
     return [{"nic": nic, "ca": ca, "ca_name": G.nodes[ca]["name"], "match": match, **r} for r in rows]
 
 
-def _short(host: str) -> str:
+def host_key(host: str) -> str:
+    """How hosts are matched across sources: the short, lower-case name (``Node17.cluster`` -> ``node17``)."""
     return host.split(".")[0].lower()
 
 
@@ -346,12 +348,12 @@ def attach_hosts(G: nx.Graph, host_ports: Mapping[str, Iterable[Mapping]] | None
                 unmatched.append({"host": host, **dict(row)})
                 continue
             claimed.add(ca)
-    known = {_short(h): h for h in (host_ports or {})}
+    known = {host_key(h): h for h in (host_ports or {})}
     for ca in host_cas(G):
         d = G.nodes[ca]
         if ca in claimed or not d.get("host"):
             continue
-        host = known.get(_short(d["host"]), d["host"])
+        host = known.get(host_key(d["host"]), d["host"])
         nic = device_of(d.get("name")) or device_of(d.get("alias"))
         hosts.setdefault(host, []).extend(_attachment(G, ca, None, nic, "name"))
     return {"hosts": hosts, "unmatched": unmatched}
@@ -505,7 +507,8 @@ def uplink_sharing(G: nx.Graph, hosts: Iterable[str] | None = None, attachments:
     Parameters
     ----------
     hosts : iterable of str, optional
-        Only these hosts' adapters count (a job's nodes); all host adapters when omitted.
+        Only these hosts' adapters count (a job's nodes); every host adapter when omitted, also
+        those no host claims (``hosts`` then lists the hosts known by name or GUID).
     attachments : mapping, optional
         An :func:`attach_hosts` result, to say which CA is whose (GUID joins); without it the
         hosts come from the node descriptions.
@@ -522,19 +525,19 @@ def uplink_sharing(G: nx.Graph, hosts: Iterable[str] | None = None, attachments:
     for host, rows in ((attachments or attach_hosts(G))["hosts"]).items():
         for row in rows:
             owner[row["ca"]] = host
-    wanted = None if hosts is None else {_short(h) for h in hosts}
+    wanted = None if hosts is None else {host_key(h) for h in hosts}
     out: dict[str, dict] = {}
     for leaf, tier in tiers(G).items():
         if tier != "leaf":
             continue
-        down = [(ca, G.edges[leaf, ca]) for ca in G[leaf] if _is_host_ca(G, ca) and ca in owner
-                and (wanted is None or _short(owner[ca]) in wanted)]
+        down = [(ca, G.edges[leaf, ca]) for ca in G[leaf] if _is_host_ca(G, ca)
+                and (wanted is None or (ca in owner and host_key(owner[ca]) in wanted))]
         if not down:
             continue
         up = [G.edges[leaf, s] for s in G[leaf] if _is_switch(G, s) and G.nodes[s].get("tier") != "leaf"]
         down_gbs = round(sum(d["gbs"] for _ca, d in down), 4)
         up_gbs = round(sum(d["gbs"] for d in up), 4)
-        out[leaf] = {"name": G.nodes[leaf]["name"], "hosts": sorted({owner[ca] for ca, _d in down}),
+        out[leaf] = {"name": G.nodes[leaf]["name"], "hosts": sorted({owner[ca] for ca, _d in down if ca in owner}),
                      "host_links": sum(d["usable_count"] for _ca, d in down), "down_gbs": down_gbs,
                      "uplinks": sum(d["usable_count"] for d in up), "up_gbs": up_gbs,
                      "oversubscription": round(down_gbs / up_gbs, 3) if up_gbs else None}

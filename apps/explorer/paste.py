@@ -9,8 +9,11 @@ A user pastes ``nvidia-smi topo -m`` and then ``ibstat`` into one box and it jus
    it differs from the section being read.
 
 Every section is then named by ``apps.domain.parsers.detect_kind`` (an explicit ``###`` kind
-wins). ``Section.first_line`` is the 1-based line of the box where the section's text starts, so
-a parser's line number maps back to the box: ``box_line = first_line + line_no - 1``.
+wins). A fabric output (``ibnetdiscover``, ``iblinkinfo``, LLDP, ``ibdev2netdev``: the registry's
+``fabric`` family, ``FABRIC_KINDS``) is a section too, named by its fabric kind: the paste page
+stores it as a fabric upload of the cluster, not as a part of the host's report.
+``Section.first_line`` is the 1-based line of the box where the section's text starts, so a
+parser's line number maps back to the box: ``box_line = first_line + line_no - 1``.
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ import re
 from dataclasses import dataclass
 
 from apps.domain.errors import UnknownKindError
-from apps.domain.parsers import ALL_KINDS, KINDS, detect_kind
+from apps.domain.parsers import ALL_KINDS, KINDS, detect_kind, kinds_of
 
-__all__ = ["Section", "split_paste"]
+__all__ = ["Section", "split_paste", "FABRIC_KINDS", "PASTE_KINDS"]
+
+FABRIC_KINDS = kinds_of("fabric")
+PASTE_KINDS = {**KINDS, **FABRIC_KINDS}  # what the paste page takes: a host's sections and fabric outputs
 
 MARKER = re.compile(r"^\s*###\s*([A-Za-z0-9_]+)\s*$")
-PROMPT = re.compile(r"^\s*(?:\S*[$#]|\$|>)\s+(nvidia-smi|ibstat|ibstatus|ibv_devinfo|lspci|lstopo|cat|sudo)\b(.*)$")
+PROMPT = re.compile(r"^\s*(?:\S*[$#]|\$|>)\s+(nvidia-smi|ibstat|ibstatus|ibv_devinfo|lspci|lstopo|cat|sudo"
+                    r"|ibnetdiscover|iblinkinfo|ibswitches|ibhosts|ibnodes|ibdev2netdev|lldpctl|lldpcli)\b(.*)$")
+# ``ethtool -S IF`` names the interface its output belongs to: kept in the section, never dropped as a prompt
+ETHTOOL_COMMAND = re.compile(r"^\s*(?:\S*[$#>]\s*)?(?:sudo\s+)?ethtool\s+(?:-S|--statistics)\s+\S+\s*$")
 # line that opens a command's output -> the family it starts (kinds of one family never split)
 STARTS = (
     (re.compile(r"^\s*GPU0(\s|$).*(GPU1|NIC0|mlx|CPU Affinity)"), "topo"),
@@ -37,7 +46,11 @@ STARTS = (
     (re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] \S"), "lspci_verbose"),
     (re.compile(r"^# topoweb sysfs_pci"), "sysfs_pci"),
     (re.compile(r"^# topoweb sysfs_ib"), "sysfs_ib"),
+    (re.compile(r"^# topoweb ethtool_stats|^NIC statistics:\s*$"), "ethtool"),
+    (ETHTOOL_COMMAND, "ethtool"),
     (re.compile(r"^\s*<\?xml|^\s*<(system|topology)[\s>]"), "xml"),
+    (re.compile(r"^#\s*Topology file:"), "ibnetdiscover"),
+    (re.compile(r"^(?:Switch|CA):\s"), "iblinkinfo"),
 )
 
 
@@ -51,7 +64,8 @@ class Section:
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "first_line": self.first_line, "line_count": self.line_count,
-                "error": self.error, "command": KINDS[self.kind].command if self.kind in KINDS else None}
+                "error": self.error, "command": ALL_KINDS[self.kind].command if self.kind in PASTE_KINDS else None,
+                "family": ALL_KINDS[self.kind].family if self.kind in PASTE_KINDS else None}
 
 
 def _family(line: str) -> str | None:
@@ -78,7 +92,7 @@ def split_paste(text: str) -> list[Section]:
             current = start(m.group(1), None, no + 1)
             current["explicit"] = True
             continue
-        if PROMPT.match(line):
+        if PROMPT.match(line) and not ETHTOOL_COMMAND.match(line):
             current = start(None, None, no + 1)
             continue
         family = _family(line)
@@ -103,14 +117,14 @@ def split_paste(text: str) -> list[Section]:
             continue
         chunk_text = "\n".join(body) + "\n"
         kind, error = c["kind"], None
-        if kind is not None and kind not in KINDS:
-            kind, error = None, f"'### {c['kind']}' is not a known kind; use one of: {', '.join(KINDS)}"
+        if kind is not None and kind not in PASTE_KINDS:
+            kind, error = None, f"'### {c['kind']}' is not a known kind; use one of: {', '.join(PASTE_KINDS)}"
         elif kind is None:
             try:
                 kind = detect_kind(chunk_text)
             except UnknownKindError as exc:
                 error = str(exc)
-            if kind is not None and kind not in KINDS:  # a measurement or a fabric dump
+            if kind is not None and kind not in PASTE_KINDS:  # a measurement
                 what = ALL_KINDS[kind]
                 kind, error = None, (f"this is {what.command} output ({what.family} data), not something a node "
                                      "says about itself; paste here the outputs of one host's commands"

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from apps.explorer import run_pages, views
+from apps.explorer import fabric_pages, run_pages, views
 
 app_name = "explorer"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("s/<str:token>/", views.share_view, name="share-view"),
     path("c/<str:cluster>/", views.cluster, name="cluster"),
     path("c/<str:cluster>/compare/", views.cluster_compare, name="cluster-compare"),
+    path("c/<str:cluster>/fabric/", fabric_pages.fabric, name="fabric"),
     path("c/<str:cluster>/runs/<int:run_id>/", run_pages.run, name="run"),
     path("c/<str:cluster>/h/<str:hostname>/", views.host, name="host"),
     path("c/<str:cluster>/h/<str:hostname>/compare/", views.compare, name="compare"),

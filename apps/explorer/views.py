@@ -20,15 +20,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
+from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.errors import ParseError
 from apps.domain.names import natural_key
-from apps.domain.parsers import KINDS
 from apps.domain.shellsafe import export_block
 from apps.explorer import figures, fleet, labels, run_lists, tables
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
-from apps.explorer.paste import split_paste
-from apps.ingest import access
+from apps.explorer.paste import FABRIC_KINDS, PASTE_KINDS, Section, split_paste
+from apps.ingest import access, fabrics
 from apps.ingest import processing as ingest_processing
 from apps.ingest import reports as ingest_reports
 from apps.ingest import selectors as ingest
@@ -330,7 +330,8 @@ def _parse_moment(value: str | None) -> datetime | None:
 @login_required
 @require_GET
 def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
-    """The cluster at two moments: each host's snapshot in force then, compared."""
+    """The cluster at two moments: each host's snapshot in force then, compared; and the fabric
+    discovery in force then, compared, when both moments have one."""
     c = cluster_or_404(request, cluster)
     t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
     rows = []
@@ -346,7 +347,28 @@ def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
                          "diff": compare_docs(ingest.get_snapshot_doc(sa.pk), ingest.get_snapshot_doc(sb.pk))})
     return render(request, "explorer/cluster_compare.html", {"cluster": c, "rows": rows, "t_a": t_a, "t_b": t_b,
                                                               "a_raw": request.GET.get("a", ""),
-                                                              "b_raw": request.GET.get("b", "")})
+                                                              "b_raw": request.GET.get("b", ""),
+                                                              "fabric": _fabric_change(c, t_a, t_b)})
+
+
+FABRIC_LINES_SHOWN = 50  # fabric changes listed on the compare page; the API lists them all
+
+
+def _fabric_change(c: Cluster, t_a: datetime | None, t_b: datetime) -> dict | None:
+    """The fabric part of the cluster at two moments: the discovery in force at each and what
+    changed between them in sentences; None unless both moments have a fabric."""
+    if t_a is None:
+        return None
+    fa, fb = fabrics.latest_fabric(c, t_a), fabrics.latest_fabric(c, t_b)
+    if fa is None or fb is None:
+        return None
+    out = {"a": fa, "b": fb, "diff": None, "lines": [], "more": 0, "page": fabrics.fabric_page_path(c.name),
+           "api": reverse("api:cluster-fabric-compare", args=[c.name]) + f"?from={fa.pk}&to={fb.pk}"}
+    if fa.pk != fb.pk:
+        out["diff"] = compare_fabrics(fabrics.fabric_graph(fa), fabrics.fabric_graph(fb))
+        out["lines"] = out["diff"]["summary"][:FABRIC_LINES_SHOWN]
+        out["more"] = max(0, len(out["diff"]["summary"]) - FABRIC_LINES_SHOWN)
+    return out
 
 
 # -- paste ------------------------------------------------------------------------------------
@@ -358,14 +380,16 @@ def _section_error(exc: ParseError, section) -> dict:
             "reason": exc.reason}
 
 
-def _paste_sections(texts: list[str]) -> tuple[dict[str, str], list[dict]]:
-    """The report sections of the pasted boxes, each parsed once to check it, and the errors.
+def _paste_sections(texts: list[str]) -> tuple[dict[str, str], list[dict], list[tuple[int, Section]]]:
+    """The report sections of the pasted boxes, each parsed once to check it, the errors, and the
+    fabric outputs (``(box, section)``: stored as fabric uploads, not in the report).
 
     A kind pasted twice (in one box or in two) is refused, naming both places: a report holds
     one output of each command, and keeping either one silently would lose the other."""
     sections: dict[str, str] = {}
     where: dict[str, int] = {}
     errors: list[dict] = []
+    fabric: list[tuple[int, Section]] = []
     parts = [(box, s) for box, text in enumerate(texts, start=1) for s in split_paste(text)]
     if not parts:
         errors.append({"reason": "Paste at least one command output (e.g. nvidia-smi topo -m), "
@@ -380,13 +404,16 @@ def _paste_sections(texts: list[str]) -> tuple[dict[str, str], list[dict]]:
             errors.append({"box": box, "box_line": s.first_line, "reason": s.error or "unknown kind"})
             continue
         try:
-            KINDS[s.kind].parse(s.text)
+            PASTE_KINDS[s.kind].parse(s.text)
         except ParseError as exc:
             errors.append({"box": box, **_section_error(exc, s)})
             continue
-        sections[s.kind] = s.text
+        if s.kind in FABRIC_KINDS:
+            fabric.append((box, s))
+        else:
+            sections[s.kind] = s.text
         where[s.kind] = box
-    return sections, errors
+    return sections, errors, fabric
 
 
 class PasteRefused(Exception):
@@ -431,7 +458,7 @@ def _too_large(request: HttpRequest) -> bool:
 def paste(request: HttpRequest) -> HttpResponse:
     clusters_ = list(access.clusters_with_role(request.user, access.EDITOR).order_by("name"))
     can_create = access.can_create_clusters(request.user)
-    ctx: dict = {"clusters": clusters_, "kinds": KINDS, "errors": [], "form": {}, "can_create": can_create,
+    ctx: dict = {"clusters": clusters_, "kinds": PASTE_KINDS, "errors": [], "form": {}, "can_create": can_create,
                  "max_bytes": settings.MAX_REPORT_BYTES}
     if request.method != "POST":
         ctx["form"] = {"cluster": clusters_[0].name if clusters_ else "",
@@ -455,16 +482,16 @@ def paste(request: HttpRequest) -> HttpResponse:
             ctx["errors"] = [{"reason": f"{upload_file.name} is {upload_file.size} bytes; the limit is "
                                         f"{settings.MAX_REPORT_BYTES} bytes (TOPOWEB_MAX_REPORT_BYTES)."}]
             return render(request, "explorer/paste.html", ctx, status=413)
-        report, source_name = upload_file.read(), upload_file.name
+        report, source_name, fabric = upload_file.read(), upload_file.name, []
     else:
-        sections, errors = _paste_sections(texts)
-        if not form["hostname"].strip():
+        sections, errors, fabric = _paste_sections(texts)
+        if not form["hostname"].strip() and (sections or any(s.kind in fabrics.HOST_KINDS for _, s in fabric)):
             errors.append({"reason": "Host name: give the name of the machine these outputs came from."})
         if errors:
             ctx["errors"] = errors
             return render(request, "explorer/paste.html", ctx, status=400)
         report = {"schema": ingest_reports.REPORT_SCHEMA, "hostname": form["hostname"].strip(),
-                  "sections": sections, "meta": {"source": "web paste"}}
+                  "sections": sections, "meta": {"source": "web paste"}} if sections else None
         source_name = "paste"
     try:
         # A new cluster exists only if its first report is accepted: a failed paste creates nothing.
@@ -473,12 +500,38 @@ def paste(request: HttpRequest) -> HttpResponse:
             if c is None:
                 c = ingest_services.create_cluster(name=new_name)
                 access.grant(cluster=c, role=access.ADMIN, username=request.user.get_username())
-            upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
-                                                             user=request.user, source_name=source_name)
+            upload = None
+            if report is not None:
+                upload, _created = ingest_services.submit_report(cluster=c, report=report, via=Upload.Via.WEB,
+                                                                 user=request.user, source_name=source_name)
+            stored = _paste_fabric(request, c, fabric, form["hostname"])
     except ingest_reports.ReportRejected as exc:
         ctx["errors"] = [{"reason": exc.message}]
         return render(request, "explorer/paste.html", ctx, status=exc.status)
+    if stored:
+        messages.success(request, _fabric_message(stored, c))
+    if upload is None:
+        return redirect(fabrics.fabric_page_path(c.name))
     return _after_paste(request, c, upload, ctx)
+
+
+def _paste_fabric(request: HttpRequest, c: Cluster, fabric: list[tuple[int, Section]], hostname: str) -> list:
+    """Store the pasted fabric outputs (read already) as fabric uploads of ``c``."""
+    return [fabrics.submit_fabric(cluster=c, text=s.text, kind=s.kind, host=hostname.strip() or None,
+                                  via=Upload.Via.WEB, user=request.user, source_name=f"paste (box {box})")
+            for box, s in fabric]
+
+
+def _fabric_message(stored: list, c: Cluster) -> str:
+    """One line saying what the pasted fabric outputs became, and where the fabric page is."""
+    parts = []
+    for row, created in stored:
+        what = row.kind + (f" of {row.host.hostname}" if row.host_id else "")
+        summary = row.summary or {}
+        counts = (f": {summary.get('switches', 0)} switches, {summary.get('host_adapters', 0)} host adapters, "
+                  f"{summary.get('links', 0)} links" if summary else "")
+        parts.append(f"{what}{counts} ({'stored as' if created else 'already stored:'} fabric upload {row.pk})")
+    return f"Fabric: {'; '.join(parts)}. The cluster's fabric: {fabrics.fabric_page_path(c.name)}"
 
 
 def _after_paste(request: HttpRequest, c: Cluster, upload: Upload, ctx: dict) -> HttpResponse:

@@ -5,10 +5,13 @@ only the rows of clusters where they hold the admin role (``apps.ingest.access``
 admins manage its members and tokens here.
 """
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from apps.ingest import access
-from apps.ingest.models import AgentToken, Cluster, ClusterGrant, Host, ImportJob, Snapshot, Upload
+from apps.ingest import runs as ingest_runs
+from apps.ingest.models import (
+    AgentToken, Cluster, ClusterGrant, Fabric, Host, ImportJob, Run, RunHost, Snapshot, Upload,
+)
 
 
 class ClusterScopedAdmin(admin.ModelAdmin):
@@ -100,3 +103,61 @@ class SnapshotAdmin(ClusterScopedAdmin):
 class ImportJobAdmin(ClusterScopedAdmin):
     list_display = ("id", "cluster", "source_name", "status", "processed", "total", "created_at")
     readonly_fields = [f.name for f in ImportJob._meta.fields]
+
+
+class RunHostInline(admin.TabularInline):
+    """The hosts a run touched, as it names them, with the host and snapshot its check used."""
+
+    model = RunHost
+    extra = 0
+    fields = ("hostname", "host", "snapshot", "gpus", "nics")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ClusterScopedAdmin):
+    """Measurements as received (the raw text is never edited) and their check; "re-check" reads a
+    run again and checks it against the snapshots now in force (as ``manage.py recheck_runs``)."""
+
+    list_display = ("id", "verdict", "kind", "cluster", "host_names", "measured", "expected", "unit", "efficiency",
+                    "collected_at", "received_at")
+    list_filter = ("verdict", "kind", "status", "via", ("cluster", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("source_name", "run_hosts__hostname", "content_hash")
+    readonly_fields = [f.name for f in Run._meta.fields]
+    inlines = [RunHostInline]
+    actions = ["recheck"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("cluster").prefetch_related("run_hosts")
+
+    @admin.display(description="hosts")
+    def host_names(self, run: Run) -> str:
+        return ", ".join(rh.hostname for rh in run.run_hosts.all())
+
+    def has_add_permission(self, request) -> bool:  # runs arrive through paste, the API, the agent and imports
+        return False
+
+    @admin.action(description="Re-check against the snapshots now in force")
+    def recheck(self, request, queryset) -> None:
+        summary = ingest_runs.recheck_each(queryset.select_related("cluster").order_by("pk"))
+        lines = summary.lines()
+        self.message_user(request, "; ".join(line.strip() for line in lines),
+                          messages.WARNING if summary.errors else messages.SUCCESS)
+
+
+@admin.register(Fabric)
+class FabricAdmin(ClusterScopedAdmin):
+    """Fabric discoveries and per-host attachments (ibnetdiscover, iblinkinfo, LLDP...) as received; the
+    newest readable discovery of a cluster is the one in force (``apps.ingest.fabrics.latest_fabric``)."""
+
+    list_display = ("id", "cluster", "kind", "host", "status", "size_bytes", "collected_at", "received_at")
+    list_filter = ("kind", "status", "via", ("cluster", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("source_name", "host__hostname", "content_hash")
+    readonly_fields = [f.name for f in Fabric._meta.fields]
+
+    def has_add_permission(self, request) -> bool:  # fabrics arrive through paste, the API, the agent and imports
+        return False

@@ -16,6 +16,12 @@ Read (logged-in session; the token that sent an upload may also read its status)
     GET  /api/v1/runs/{id}                     a run, its verdict and evidence (session, or the token that sent it)
     GET  /api/v1/runs/{id}/raw                 the run's text exactly as received
     GET  /api/v1/clusters/{cluster}/runs       recent runs (?verdict=below_expected)
+Fabric (write: agent token, or a login with the editor role; read: session, or the token that sent it):
+    POST /api/v1/fabric                        ibnetdiscover, iblinkinfo, LLDP, ibdev2netdev... -> 201
+    GET  /api/v1/fabric/{id}                   one fabric upload: summary, warnings, the parser's JSON
+    GET  /api/v1/fabric/{id}/raw               its text exactly as received
+    GET  /api/v1/clusters/{cluster}/fabric     every fabric upload, newest first, and the one in force
+    GET  /api/v1/clusters/{cluster}/fabric/compare?from=ID&to=ID   what changed between two discoveries
 
 Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
 """
@@ -34,8 +40,9 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer, django_auth
 
-from apps.ingest import access, imports, ratelimit, reports, runs, selectors, services
-from apps.ingest.models import AgentToken, Cluster, Host, ImportJob, Run, Snapshot, Upload
+from apps.domain.fabric_compare import compare_fabrics
+from apps.ingest import access, fabrics, imports, ratelimit, reports, runs, selectors, services
+from apps.ingest.models import AgentToken, Cluster, Fabric, Host, ImportJob, Run, Snapshot, Upload
 from topoweb import errors
 
 log = logging.getLogger(__name__)
@@ -330,9 +337,37 @@ def _run_urls(request: HttpRequest, run: Run) -> dict:
             "page": request.build_absolute_uri(reverse("explorer:run", args=[run.cluster.name, run.pk]))}
 
 
-def _run_target(request: HttpRequest, body: dict) -> Cluster | HttpResponse:
-    """The cluster a posted run goes into: the token's own, or the named one where the signed-in
-    person is an editor (404 when they may not see it, 403 when they may only view it)."""
+def _text_body(request: HttpRequest, limit: int | None = None, setting: str = "TOPOWEB_MAX_REPORT_BYTES") -> dict | HttpResponse:
+    """The JSON object of a posted text (a run, a fabric output), or the error to answer: 429 for a
+    token over ``TOPOWEB_RATE_LIMIT_PER_MINUTE``, 413 for a body over the size limit (read from its
+    Content-Length before the body is; ``limit`` bytes of text, by default ``TOPOWEB_MAX_REPORT_BYTES``),
+    400 for a body that is not a JSON object."""
+    limit = settings.MAX_REPORT_BYTES if limit is None else limit
+    if isinstance(request.auth, AgentToken):
+        limited = ratelimit.check_reports(request.auth.prefix)
+        if limited is not None:
+            response = error(request, f"too many posts with this token: at most {limited.limit} a minute "
+                             f"(TOPOWEB_RATE_LIMIT_PER_MINUTE); retry after {limited.retry_after} s",
+                             429, "rate_limited", retry_after=limited.retry_after)
+            response["Retry-After"] = str(limited.retry_after)
+            return response
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit + 64 * 1024:
+        return error(request, f"body is {declared} bytes; the limit is {limit} bytes of text ({setting})",
+                     413, "too_large", limit=limit)
+    try:
+        body = json.loads(request.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return error(request, f"body is not JSON: {exc}", 400, "not_json")
+    if not isinstance(body, dict):
+        return error(request, "body must be a JSON object {\"text\": ...}", 400, "invalid_field", field="(root)")
+    return body
+
+
+def _run_target(request: HttpRequest, body: dict, what: str = "run") -> Cluster | HttpResponse:
+    """The cluster a posted run (or fabric upload: ``what``) goes into: the token's own, or the named
+    one where the signed-in person is an editor (404 when they may not see it, 403 when they may
+    only view it)."""
     name = body.get("cluster")
     if isinstance(request.auth, AgentToken):
         if name not in (None, "", request.auth.cluster.name):
@@ -340,13 +375,14 @@ def _run_target(request: HttpRequest, body: dict) -> Cluster | HttpResponse:
                          "invalid_field", field="cluster")
         return request.auth.cluster
     if not isinstance(name, str) or not name:
-        return error(request, "cluster: name the cluster to store the run in", 400, "invalid_field", field="cluster")
+        return error(request, f"cluster: name the cluster to store the {what} in", 400, "invalid_field",
+                     field="cluster")
     cluster = access.visible_clusters(request.user).filter(name=name).first()
     if cluster is None:
         return error(request, f"no cluster {name!r}", 404, "not_found")
     if not access.has_role(request.user, cluster, access.EDITOR):
         return error(request, f"your role in cluster {name!r} is {access.role_of(request.user, cluster)}; submitting "
-                     "runs needs editor", 403, "forbidden")
+                     f"{what}s needs editor", 403, "forbidden")
     return cluster
 
 
@@ -362,24 +398,9 @@ def post_run(request: HttpRequest):
     """Store the text verbatim, read it and check it against the layouts of the hosts it touched:
     201 with the verdict (200 and ``duplicate: true`` for a text already stored). Text that cannot
     be read answers 400 with ``FILE:LINE: reason`` and the line; it is stored all the same."""
-    if isinstance(request.auth, AgentToken):
-        limited = ratelimit.check_reports(request.auth.prefix)
-        if limited is not None:
-            response = error(request, f"too many posts with this token: at most {limited.limit} a minute "
-                             f"(TOPOWEB_RATE_LIMIT_PER_MINUTE); retry after {limited.retry_after} s",
-                             429, "rate_limited", retry_after=limited.retry_after)
-            response["Retry-After"] = str(limited.retry_after)
-            return response
-    declared = request.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > settings.MAX_REPORT_BYTES + 64 * 1024:
-        return error(request, f"body is {declared} bytes; the limit is {settings.MAX_REPORT_BYTES} bytes of text",
-                     413, "too_large", limit=settings.MAX_REPORT_BYTES)
-    try:
-        body = json.loads(request.body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return error(request, f"body is not JSON: {exc}", 400, "not_json")
-    if not isinstance(body, dict):
-        return error(request, "body must be a JSON object {\"text\": ...}", 400, "invalid_field", field="(root)")
+    body = _text_body(request)
+    if isinstance(body, HttpResponse):
+        return body
     target = _run_target(request, body)
     if isinstance(target, HttpResponse):
         return target
@@ -435,3 +456,183 @@ def list_runs(request: HttpRequest, cluster: str, verdict: str | None = None):
         return error(request, f"verdict must be one of {', '.join(Run.Verdict.values)}", 400, "invalid_field",
                      field="verdict")
     return [selectors.run_summary(r) for r in selectors.cluster_runs(c, limit=500, verdict=verdict)]
+
+
+# ---------------------------------------------------------------------------------------- fabric
+
+
+class FabricIn(Schema):
+    """A fabric output (documented here; the body is read and checked by ``fabrics.submit_fabric``)."""
+
+    text: str  # the output exactly as the tool printed it
+    kind: str | None = None  # ibnetdiscover | iblinkinfo | ibswitches | ibhosts | ibnodes | lldpctl_json |
+    #                          lldpcli_neighbors | ibdev2netdev; detected when left out
+    host: str | None = None  # the host a per-host output (LLDP, ibdev2netdev) is about; ignored for discoveries
+    collected_at: str | None = None  # when it was taken (ISO 8601)
+    source_name: str | None = None  # a file name, shown with line numbers
+    cluster: str | None = None  # with a login: the cluster (editor role); a token writes into its own
+
+
+class FabricAccepted(Schema):
+    fabric_id: int
+    status: str
+    kind: str | None
+    host: str | None
+    duplicate: bool
+    warnings: list[str]
+    summary: dict | None
+    in_force: bool
+    url: str
+    raw_url: str
+    page: str
+
+
+class FabricUnreadable(Schema):
+    error: str  # FILE:LINE: reason
+    code: str
+    fabric_id: int
+    line_no: int
+    line: str
+    reason: str
+
+
+def _fabric_urls(request: HttpRequest, row: Fabric) -> dict:
+    return {"url": request.build_absolute_uri(reverse("api:fabric", args=[row.pk])),
+            "raw_url": request.build_absolute_uri(reverse("api:fabric-raw", args=[row.pk])),
+            "page": request.build_absolute_uri(fabrics.fabric_page_path(row.cluster.name))}
+
+
+@api.post(
+    "/fabric", auth=[token_auth, django_auth], url_name="fabric-upload",
+    response={200: FabricAccepted, 201: FabricAccepted, 400: FabricUnreadable | ErrorOut, 401: ErrorOut,
+              403: ErrorOut, 404: ErrorOut, 413: ErrorOut, 429: ErrorOut},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": FabricIn.model_json_schema()}}}},
+    summary="Submit a fabric output: ibnetdiscover, iblinkinfo, ibswitches/ibhosts/ibnodes, LLDP, ibdev2netdev "
+            "(agent token or editor login)",
+)
+def post_fabric(request: HttpRequest):
+    """Store the text verbatim and read it: 201 with the stored id, the summary of a discovery and
+    its warnings (200 and ``duplicate: true`` for an output already stored). Text that cannot be
+    read answers 400 with ``FILE:LINE: reason`` and the line; it is stored all the same."""
+    body = _text_body(request, settings.MAX_FABRIC_BYTES, "TOPOWEB_MAX_FABRIC_BYTES")
+    if isinstance(body, HttpResponse):
+        return body
+    target = _run_target(request, body, what="fabric upload")
+    if isinstance(target, HttpResponse):
+        return target
+    token = request.auth if isinstance(request.auth, AgentToken) else None
+    try:
+        row, created = fabrics.submit_fabric(
+            cluster=target, text=body.get("text"), kind=body.get("kind"), host=body.get("host"),
+            collected_at=body.get("collected_at"), via=Upload.Via.AGENT if token else Upload.Via.WEB, token=token,
+            user=None if token else request.user, source_name=str(body.get("source_name") or "")[:500])
+    except reports.ReportRejected as exc:
+        return api.create_response(request, exc.as_dict(), status=exc.status)
+    if row.status == Fabric.Status.FAILED:
+        e = row.error or {}
+        return Status(400, {"error": fabrics.fabric_error_text(row), "code": "unreadable_fabric", "fabric_id": row.pk,
+                            "line_no": e.get("line_no", 0), "line": e.get("line", ""), "reason": e.get("reason", "")})
+    in_force = fabrics.latest_fabric(target)
+    return Status(201 if created else 200, {
+        "fabric_id": row.pk, "status": row.status, "kind": row.kind or None,
+        "host": row.host.hostname if row.host_id else None, "duplicate": not created, "warnings": row.warnings,
+        "summary": row.summary, "in_force": in_force is not None and in_force.pk == row.pk, **_fabric_urls(request, row)})
+
+
+def _fabric_or_404(request: HttpRequest, fabric_id: int) -> Fabric | HttpResponse:
+    row = Fabric.objects.select_related("cluster", "host").defer("raw").filter(pk=fabric_id).first()
+    if isinstance(request.auth, AgentToken):
+        if row is None or row.token_id != request.auth.pk:
+            return error(request, f"no fabric upload {fabric_id} sent with this token", 404, "not_found")
+    elif row is None or not access.has_role(request.user, row.cluster, access.VIEWER):
+        return error(request, f"no fabric upload {fabric_id}", 404, "not_found")
+    return row
+
+
+def _hosts_json(joined: fabrics.ClusterFabric) -> dict:
+    return {"attached": joined.attachments["hosts"], "unmatched_ports": joined.attachments["unmatched"],
+            "lldp": joined.attachments["lldp"], "unmatched_hosts": joined.unmatched_hosts,
+            "unclaimed": joined.unclaimed}
+
+
+@api.get("/fabric/{fabric_id}", auth=[django_auth, token_auth], url_name="fabric",
+         summary="A fabric upload: summary, warnings, the parser's JSON and, for a discovery, the hosts joined to it")
+def get_fabric(request: HttpRequest, fabric_id: int):
+    """``hosts`` (discoveries): each host's adapters and the leaf ports they are cabled to
+    (``match``: ``port_guid``/``node_guid`` exact, ``name`` from node descriptions), the hosts no
+    adapter matches and the adapters no host claims; for the fabric in force the hosts' latest
+    snapshots, for an older one those in force when it was taken."""
+    row = _fabric_or_404(request, fabric_id)
+    if isinstance(row, HttpResponse):
+        return row
+    out = {**fabrics.fabric_summary(row), "document": row.document, "hosts": None, **_fabric_urls(request, row)}
+    if row.status == Fabric.Status.OK and row.kind in fabrics.GRAPH_KINDS:
+        in_force = fabrics.latest_fabric(row.cluster)
+        at = None if in_force is not None and in_force.pk == row.pk else row.taken_at
+        out["hosts"] = _hosts_json(fabrics.cluster_fabric(row.cluster, at, fabric=row))
+    return out
+
+
+@api.get("/fabric/{fabric_id}/raw", auth=django_auth, url_name="fabric-raw",
+         summary="The fabric output exactly as received")
+def get_fabric_raw(request: HttpRequest, fabric_id: int):
+    row = _fabric_or_404(request, fabric_id)
+    if isinstance(row, HttpResponse):
+        return row
+    raw = Fabric.objects.values_list("raw", flat=True).get(pk=row.pk)
+    return HttpResponse(raw.encode("utf-8"), content_type="text/plain; charset=utf-8")
+
+
+@api.get("/clusters/{cluster}/fabric", auth=django_auth, url_name="cluster-fabric",
+         summary="Fabric uploads of a cluster, newest first (at most 500), and the discovery in force")
+def list_fabric(request: HttpRequest, cluster: str, kind: str | None = None):
+    c = _cluster_or_404(request, cluster)
+    if kind and kind not in fabrics.FABRIC_KINDS:
+        return error(request, f"kind must be one of {', '.join(fabrics.FABRIC_KINDS)}", 400, "invalid_field",
+                     field="kind")
+    in_force = fabrics.latest_fabric(c)
+    rows = fabrics.fabric_versions(c, kinds=[kind] if kind else None)[:500]
+    return {"cluster": c.name, "in_force": in_force.pk if in_force else None, "page": request.build_absolute_uri(
+        fabrics.fabric_page_path(c.name)), "versions": [fabrics.fabric_summary(r) for r in rows]}
+
+
+def _discovery_of(request: HttpRequest, c: Cluster, name: str, value: str) -> Fabric | HttpResponse | None:
+    """The readable discovery ``?<name>=<id>`` of cluster ``c``; None when the parameter is absent."""
+    if not value:
+        return None
+    if not value.isdigit():
+        return error(request, f"{name}: a fabric upload id, e.g. ?from=3&to=7", 400, "invalid_field", field=name)
+    row = Fabric.objects.select_related("cluster").defer("raw", "document").filter(pk=int(value), cluster=c).first()
+    if row is None:
+        return error(request, f"{name}: no fabric upload {value} in cluster {c.name!r}", 404, "not_found")
+    if row.status != Fabric.Status.OK or row.kind not in fabrics.DISCOVERY_KINDS:
+        what = "unreadable" if row.status != Fabric.Status.OK else row.kind
+        return error(request, f"{name}: fabric upload {value} is {what}; compare two readable discoveries "
+                     f"({', '.join(fabrics.DISCOVERY_KINDS)})", 400, "invalid_field", field=name)
+    return row
+
+
+@api.get("/clusters/{cluster}/fabric/compare", auth=django_auth, url_name="cluster-fabric-compare",
+         summary="What changed in the fabric between two discoveries (?from=ID&to=ID)")
+def compare_fabric(request: HttpRequest, cluster: str):
+    """``to`` defaults to the discovery in force, ``from`` to the one before ``to``. The answer is
+    ``apps.domain.fabric_compare.compare_fabrics``: links down and up, cables moved, width/speed
+    and state changes, switches and adapters added or removed, one sentence each in ``summary``."""
+    c = _cluster_or_404(request, cluster)
+    rows = {}
+    for name in ("from", "to"):
+        found = _discovery_of(request, c, name, request.GET.get(name, ""))
+        if isinstance(found, HttpResponse):
+            return found
+        rows[name] = found
+    rows["to"] = rows["to"] or fabrics.latest_fabric(c)
+    if rows["to"] is None:
+        return error(request, f"cluster {c.name!r} has no readable fabric discovery", 404, "not_found")
+    rows["from"] = rows["from"] or fabrics.previous_fabric(rows["to"])
+    if rows["from"] is None:
+        return error(request, f"from: fabric upload {rows['to'].pk} is the first discovery of cluster {c.name!r}; "
+                     "there is nothing before it to compare with", 400, "invalid_field", field="from")
+    diff = compare_fabrics(fabrics.fabric_graph(rows["from"]), fabrics.fabric_graph(rows["to"]))
+    return {"cluster": c.name, "from": fabrics.fabric_summary(rows["from"]), "to": fabrics.fabric_summary(rows["to"]),
+            **diff}

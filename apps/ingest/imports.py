@@ -14,6 +14,13 @@ Runs (measurements: nccl-tests, NCCL logs, perftest, P2P tests) travel with the 
 as a run (``apps.ingest.runs.submit_run``, kind detected). A run in a capture folder, or in the
 ``runs/`` folder of one, is checked against that folder's host (its ``hostname.txt``, else the
 folder name); elsewhere against the hosts it names itself.
+
+Fabric outputs travel with them too (``apps.ingest.fabrics.submit_fabric``): every file under a
+folder named ``fabric``, and every file named after a fabric kind (``ibnetdiscover.txt``,
+``iblinkinfo.out``, ``lldpctl_json.json``, ``ibdev2netdev.txt``...), is imported as a fabric upload
+(the kind from the file name, else detected). A per-host output (LLDP, ``ibdev2netdev``) belongs
+to the host of its folder (the parent of a ``fabric`` folder): its ``hostname.txt``, else the
+folder's name.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.domain.parsers import KINDS
-from apps.ingest import archive, runs, services
+from apps.ingest import archive, fabrics, runs, services
 from apps.ingest.models import Cluster, ImportJob, Upload
 from apps.ingest.reports import REPORT_SCHEMA, ReportRejected, decode_report
 
@@ -71,12 +78,14 @@ def _clean_text(text: str, limit: int = _TEXT_MAX) -> str:
 
 @dataclass(frozen=True)
 class ReportSource:
-    """One report found in a folder or archive (a JSON file or a capture folder), or one run
-    (``is_run``: ``load`` returns ``(text, host hint or None)``)."""
+    """One report found in a folder or archive (a JSON file or a capture folder), one run
+    (``is_run``: ``load`` returns ``(text, host hint or None)``) or one fabric output (``is_fabric``:
+    ``load`` returns the same)."""
 
     name: str
     load: Callable[[], dict]
     is_run: bool = False
+    is_fabric: bool = False
 
 
 RUN_SUFFIXES = (".log", ".out")
@@ -92,10 +101,32 @@ def is_run_name(path: str) -> bool:
     return base.endswith(RUN_SUFFIXES) or (base.endswith(".txt") and RUNS_FOLDER in parts[:-1])
 
 
+FABRIC_FOLDER = "fabric"
+FABRIC_SUFFIXES = (".txt", ".out", ".log", ".json")
+
+
+def fabric_kind_of_name(path: str) -> str | None:
+    """The fabric kind a member's name gives (``ibnetdiscover.txt`` -> ``ibnetdiscover``), else None."""
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    stem, dot, _suffix = base.rpartition(".")
+    return stem if dot and stem in fabrics.FABRIC_KINDS else None
+
+
+def is_fabric_name(path: str) -> bool:
+    """Whether a member is a fabric output: any text file under a ``fabric`` folder, or one named after
+    a fabric kind (``<kind>.txt`` / ``.out`` / ``.log`` / ``.json``)."""
+    parts = path.replace("\\", "/").split("/")
+    base = parts[-1]
+    if base.startswith(".") or not base.endswith(FABRIC_SUFFIXES):
+        return False
+    return FABRIC_FOLDER in parts[:-1] or fabric_kind_of_name(base) is not None
+
+
 def _host_folder(folder: str) -> str:
-    """The capture folder a run belongs to: its own folder, or the parent of a ``runs`` folder."""
+    """The capture folder a run (or a fabric output) belongs to: its own folder, or the parent of a
+    ``runs`` (or ``fabric``) folder."""
     parts = [p for p in folder.split("/") if p]
-    if parts and parts[-1] == RUNS_FOLDER:
+    if parts and parts[-1] in (RUNS_FOLDER, FABRIC_FOLDER):
         parts = parts[:-1]
     return "/".join(parts)
 
@@ -208,7 +239,10 @@ def _sources_from_dir(root: Path, label: str, max_members: int) -> ReportListing
         if names:
             last = str(rel / names[-1])
         for name in names:
-            if name.endswith(".json") and not name.startswith("."):
+            if is_fabric_name(str(rel / name)):
+                listing.sources.append(ReportSource(str(rel / name), _dir_fabric_loader(root, folder_path / name),
+                                                    is_fabric=True))
+            elif name.endswith(".json") and not name.startswith("."):
                 fp = folder_path / name
                 listing.sources.append(ReportSource(str(rel / name), lambda fp=fp, n=str(rel / name): _load_json_report(
                     _read_limited(fp), n)))
@@ -244,6 +278,20 @@ def _dir_run_loader(root: Path, fp: Path) -> Callable[[], tuple[str, str | None]
     return load
 
 
+def _dir_fabric_loader(root: Path, fp: Path) -> Callable[[], tuple[str, str | None]]:
+    """The loader of a fabric file in a folder tree: its text and the host of its folder (the folder's
+    hostname.txt, else its name; None at the top of the tree)."""
+    def load() -> tuple[str, str | None]:
+        folder = root / _host_folder(str(fp.parent.relative_to(root)))
+        hint = None
+        if folder != root:
+            named = folder / "hostname.txt"
+            hint = (_read_limited(named).decode("utf-8", "replace").strip() if named.is_file() else "") or folder.name
+        return _run_text(_read_limited(fp)), hint
+
+    return load
+
+
 def _read_limited(fp: Path) -> bytes:
     size = fp.stat().st_size
     if size > settings.MAX_REPORT_BYTES:
@@ -270,7 +318,10 @@ def _sources_from_tar(tar: tarfile.TarFile, archive_name: str, max_members: int)
         base = m.name.rsplit("/", 1)[-1]
         if base.startswith("._"):  # macOS resource forks in tarballs
             continue
-        if base.endswith(".json"):
+        if is_fabric_name(m.name):
+            entries.append(ReportSource(m.name, lambda m=m: (_run_text(read(m)), _tar_fabric_hint(m.name)),
+                                        is_fabric=True))
+        elif base.endswith(".json"):
             entries.append(ReportSource(m.name, lambda m=m: _load_json_report(read(m), m.name)))
         elif is_run_name(m.name):
             entries.append(ReportSource(m.name, lambda m=m: (_run_text(read(m)), _tar_hint(m.name)), is_run=True))
@@ -287,6 +338,14 @@ def _sources_from_tar(tar: tarfile.TarFile, archive_name: str, max_members: int)
         if not any(not m.name.endswith("hostname.txt") for m in items):
             return None
         named = next((m for m in items if m.name.endswith("/hostname.txt") or m.name == "hostname.txt"), None)
+        text = read(named).decode("utf-8", "replace").strip() if named is not None else ""
+        return text or folder.rsplit("/", 1)[-1] or None
+
+    def _tar_fabric_hint(name: str) -> str | None:
+        """The host of a fabric file's folder in the archive (its hostname.txt, else its name)."""
+        folder = _host_folder(name.rsplit("/", 1)[0] if "/" in name else "")
+        named = next((m for m in folders.get(folder) or [] if m.name == f"{folder}/hostname.txt"
+                      or m.name == "hostname.txt"), None)
         text = read(named).decode("utf-8", "replace").strip() if named is not None else ""
         return text or folder.rsplit("/", 1)[-1] or None
 
@@ -331,6 +390,10 @@ class ImportSummary:
     runs_created: int = 0
     runs_duplicates: int = 0
     runs_rejected: int = 0  # runs that could not be read (stored all the same) or were refused
+    fabrics_total: int = 0
+    fabrics_created: int = 0
+    fabrics_duplicates: int = 0
+    fabrics_rejected: int = 0  # fabric outputs that could not be read (stored all the same) or were refused
     damage: str = ""
     limit: str = ""
     max_errors: int = field(default_factory=import_max_errors)
@@ -338,11 +401,14 @@ class ImportSummary:
     @property
     def processed(self) -> int:
         return self.created + self.duplicates + self.rejected + self.runs_created + self.runs_duplicates + \
-            self.runs_rejected
+            self.runs_rejected + self.fabrics_created + self.fabrics_duplicates + self.fabrics_rejected
 
-    def reject(self, name: str, message: str, *, run: bool = False) -> None:
-        """Count one rejected member (a report, or a run); list it while fewer than ``max_errors`` are listed."""
-        if run:
+    def reject(self, name: str, message: str, *, run: bool = False, fabric: bool = False) -> None:
+        """Count one rejected member (a report, a run or a fabric output); list it while fewer than
+        ``max_errors`` are listed."""
+        if fabric:
+            self.fabrics_rejected += 1
+        elif run:
             self.runs_rejected += 1
         else:
             self.rejected += 1
@@ -357,7 +423,7 @@ class ImportSummary:
         left unread (member limit), else ``done``."""
         if self.damage:
             return ImportJob.Status.FAILED
-        if self.rejected or self.runs_rejected or self.limit:
+        if self.rejected or self.runs_rejected or self.fabrics_rejected or self.limit:
             return ImportJob.Status.DONE_WITH_ERRORS
         return ImportJob.Status.DONE
 
@@ -365,12 +431,23 @@ class ImportSummary:
         return (f"runs: {self.runs_created} new, {self.runs_duplicates} already stored, {self.runs_rejected} "
                 "unreadable")
 
+    def describe_fabrics(self) -> str:
+        return (f"fabric: {self.fabrics_created} new, {self.fabrics_duplicates} already stored, "
+                f"{self.fabrics_rejected} unreadable or refused")
+
+    @property
+    def reports_total(self) -> int:
+        """Members that are reports (neither runs nor fabric outputs)."""
+        return self.total - self.runs_total - self.fabrics_total
+
     def describe(self) -> str:
         """One line: the damage or the limit when there is one, then the counts."""
         counts = (f"{self.created} new, {self.duplicates} already stored, {self.rejected} rejected "
-                  f"of {self.total - self.runs_total} reports")
+                  f"of {self.reports_total} reports")
         if self.runs_total:
             counts += "; " + self.describe_runs()
+        if self.fabrics_total:
+            counts += "; " + self.describe_fabrics()
         if self.damage:
             counts = "imported before the damage: " + counts
         return "; ".join([note for note in (self.damage, self.limit) if note] + [counts])
@@ -398,8 +475,14 @@ def import_reports(
     try:
         summary = ImportSummary(total=len(listing), damage=getattr(listing, "damage", ""),
                                 limit=getattr(listing, "limit", ""),
-                                runs_total=sum(1 for source in listing if source.is_run))
+                                runs_total=sum(1 for source in listing if source.is_run),
+                                fabrics_total=sum(1 for source in listing if source.is_fabric))
         for source in listing:
+            if source.is_fabric:
+                _import_fabric(summary, cluster=cluster, source=source, user=user)
+                if progress is not None:
+                    progress(source.name, summary)
+                continue
             if source.is_run:
                 _import_run(summary, cluster=cluster, source=source, user=user)
                 if progress is not None:
@@ -444,6 +527,29 @@ def _import_run(summary: ImportSummary, *, cluster: Cluster, source: ReportSourc
         summary.runs_created += 1
     else:
         summary.runs_duplicates += 1
+
+
+def _import_fabric(summary: ImportSummary, *, cluster: Cluster, source: ReportSource, user) -> None:
+    """Store one fabric output (its own transaction) and count it; an unreadable one is kept and listed
+    with ``FILE:LINE: reason``."""
+    try:
+        text, hint = source.load()
+        with transaction.atomic():  # the host hint is used for per-host kinds only
+            row, created = fabrics.submit_fabric(cluster=cluster, text=text, via=Upload.Via.IMPORT, user=user,
+                                                 kind=fabric_kind_of_name(source.name), host=hint,
+                                                 source_name=_clean_text(source.name))
+    except (MemoryError, SoftTimeLimitExceeded):
+        raise
+    except Exception as exc:
+        summary.reject(source.name, _member_error(source.name, exc), fabric=True)
+        return
+    if row.status == row.Status.FAILED:
+        summary.reject(source.name, f"{fabrics.fabric_error_text(row)} (the text is kept as fabric upload {row.pk})",
+                       fabric=True)
+    elif created:
+        summary.fabrics_created += 1
+    else:
+        summary.fabrics_duplicates += 1
 
 
 def _import_one(*, cluster: Cluster, source: ReportSource, user) -> tuple[Upload, bool]:

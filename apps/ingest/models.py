@@ -324,3 +324,55 @@ class RunHost(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} on {self.hostname}"
+
+
+class Fabric(models.Model):
+    """One fabric output as received (``ibnetdiscover``, ``iblinkinfo``, LLDP, ``ibdev2netdev``...), and its reading.
+
+    Every upload is kept (versioned like host snapshots); the newest readable *discovery*
+    (``ibnetdiscover``/``iblinkinfo``) collected at or before a moment is the fabric in force then
+    (``apps.ingest.fabrics.latest_fabric``). ``raw`` is the text exactly as sent and is never
+    changed; ``content_hash`` (sha256 of kind, host name and text) makes the same output sent again
+    a duplicate. ``host`` is set for the per-host kinds (``lldpctl_json``, ``lldpcli_neighbors``,
+    ``ibdev2netdev``: what one host's NICs see) and null for discoveries, which describe the
+    whole fabric. ``document`` is the parser's JSON (``apps.domain.parsers``; the fabric contract of
+    ``apps/domain/parsers/fabric_common.py`` for discoveries), kept up to 4 MB of JSON, else read
+    again from ``raw``; ``summary`` is ``apps.domain.fabric.summary`` of its graph (discoveries
+    only). Text that cannot be read is kept ``failed`` with ``error = {"line_no", "line", "reason"}``.
+    Every write goes through ``apps.ingest.fabrics``.
+    """
+
+    class Status(models.TextChoices):
+        OK = "ok"  # read (possibly with warnings)
+        FAILED = "failed"  # the text could not be read (see ``error``); the raw text is kept
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="fabrics")
+    host = models.ForeignKey(Host, null=True, blank=True, on_delete=models.CASCADE, related_name="fabrics")
+    kind = models.CharField(max_length=32, blank=True, default="")  # a fabric kind of the parser registry
+    raw = models.TextField()
+    size_bytes = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    via = models.CharField(max_length=10, choices=Upload.Via.choices)
+    token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="fabrics")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source_name = models.CharField(max_length=500, blank=True, default="")  # the file name, when there is one
+    collected_at = models.DateTimeField(null=True, blank=True)  # when it was taken, as the sender says
+    received_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OK)
+    error = models.JSONField(null=True, blank=True)
+    document = models.JSONField(null=True, blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "content_hash"], name="ingest_fabric_unique_content")]
+        indexes = [models.Index(fields=["cluster", "received_at"], name="ingest_fabric_cluster_idx")]
+
+    def __str__(self) -> str:
+        return f"fabric {self.pk} {self.kind or 'unreadable'} ({self.status})"
+
+    @property
+    def taken_at(self):
+        """When the output was taken: the sender's ``collected_at``, else its arrival."""
+        return self.collected_at or self.received_at

@@ -121,7 +121,7 @@ def _check_strings(value: Any, field_name: str, depth: int = 0) -> None:
         _check_strings(item, f"{field_name}.{key}", depth + 1)
 
 
-def _parse_collected_at(value: Any) -> datetime | None:
+def parse_collected_at(value: Any) -> datetime | None:
     """``collected_at`` as an aware UTC datetime; None when it lies outside the years topoweb can
     store (before 2000 or past 9000: a node whose clock is wrong); a 400 when it is no time at all."""
     if not isinstance(value, str):
@@ -194,7 +194,7 @@ def validate_envelope(data: dict) -> Envelope:
         raise _field_error("meta", "must be an object")
 
     raw_time = data.get("collected_at")
-    collected_at = _parse_collected_at(raw_time) if raw_time is not None else None
+    collected_at = parse_collected_at(raw_time) if raw_time is not None else None
     ignored = raw_time is not None and collected_at is None
 
     agent_version = data.get("agent_version", "") or ""

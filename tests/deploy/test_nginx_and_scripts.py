@@ -57,7 +57,8 @@ def test_nginx_sets_the_headers_the_settings_expect(path):
     assert "ssl_protocols TLSv1.2 TLSv1.3;" in lines
     # A report at the size limit reaches the application (which answers 413 itself above it).
     size = re.search(r"client_max_body_size (\d+)m;", path.read_text())
-    assert size and int(size.group(1)) * 1024 * 1024 > int(env["TOPOWEB_MAX_REPORT_BYTES"]) + 1024 * 1024
+    largest = max(int(env["TOPOWEB_MAX_REPORT_BYTES"]), int(env["TOPOWEB_MAX_FABRIC_BYTES"]))
+    assert size and int(size.group(1)) * 1024 * 1024 > largest + 1024 * 1024
     # Slower than gunicorn's timeout, so gunicorn's answer arrives first.
     read_timeout = int(re.search(r"proxy_read_timeout (\d+)s;", path.read_text()).group(1))
     assert read_timeout > runpy.run_path(str(GUNICORN_CONF))["timeout"]

@@ -18,11 +18,12 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from apps.explorer.models import ShareLink
-from apps.ingest import access, runs, services
+from apps.ingest import access, fabrics, runs, services
 from apps.ingest.models import Cluster, ClusterGrant, Run, Upload
 from tests.explorer.helpers import FIXTURES, IBSTAT, TOPO, cluster, read, standard_host
 
 PERFTEST = FIXTURES / "perftest" / "roce_mlx5_0_mtu4096_ib_write_bw_mbsec_labelled_send_bw.txt"
+FABRIC = FIXTURES / "ibnetdiscover" / "ibm_pcm_2node_mt43132_8port_switch_sdr_2009.txt"  # real, SDR, 2 hosts
 
 PASSWORD = "pw-not-secret"
 
@@ -41,7 +42,9 @@ def world(db, django_user_model):
     access.grant(cluster=red, role=access.VIEWER, group="red-team")
     people["creator"].user_permissions.add(Permission.objects.get(codename="add_cluster"))
     red_run, _ = runs.submit_run(cluster=red, text=read(PERFTEST), via="web", hosts=["red-01"])
-    return {"red": red, "blue": blue, "red_snap": red_snap, "blue_snap": blue_snap, "red_run": red_run, **people}
+    red_fabric, _ = fabrics.submit_fabric(cluster=red, text=read(FABRIC), via="web")
+    return {"red": red, "blue": blue, "red_snap": red_snap, "blue_snap": blue_snap, "red_run": red_run,
+            "red_fabric": red_fabric, **people}
 
 
 def client_of(user) -> Client:
@@ -62,6 +65,9 @@ def red_urls(w) -> list[str]:
         f"/api/v1/path?src=red/red-01/GPU0&dst={s.pk}/GPU1",
         f"/c/red/runs/{w['red_run'].pk}/", f"/api/v1/runs/{w['red_run'].pk}", f"/api/v1/runs/{w['red_run'].pk}/raw",
         "/api/v1/clusters/red/runs",
+        "/c/red/fabric/", f"/api/v1/fabric/{w['red_fabric'].pk}", f"/api/v1/fabric/{w['red_fabric'].pk}/raw",
+        "/api/v1/clusters/red/fabric",
+        f"/api/v1/clusters/red/fabric/compare?from={w['red_fabric'].pk}&to={w['red_fabric'].pk}",
     ]
 
 
@@ -220,6 +226,9 @@ COVERED = {
     "explorer:path-gpus", "explorer:capacity", "api:cluster-hosts", "api:cluster-uploads", "api:host-snapshots",
     "api:snapshot", "api:upload-status", "api:upload-report", "api:path",  # red_urls, members vs outsider
     "explorer:run", "api:run", "api:run-raw", "api:cluster-runs",  # red_urls too (the world's red run)
+    "explorer:fabric", "api:fabric", "api:fabric-raw", "api:cluster-fabric",  # red_urls too (red's discovery)
+    "api:cluster-fabric-compare",
+    "api:fabric-upload",  # test_posting_a_fabric_needs_the_editor_role_or_the_clusters_token
     "explorer:run-paste",  # test_run_paste_needs_the_editor_role_and_refusal_writes_nothing
     "api:runs",  # test_posting_runs_needs_the_editor_role_or_the_clusters_token
     "explorer:clusters", "api:clusters",  # test_listings_and_selectors_hold_only_visible_clusters
@@ -299,3 +308,28 @@ def test_posting_runs_needs_the_editor_role_or_the_clusters_token(world):
     # the token reads its own run, not red's
     assert blue_agent.get(f"/api/v1/runs/{r.json()['run_id']}").status_code == 200
     assert blue_agent.get(f"/api/v1/runs/{world['red_run'].pk}").status_code == 404
+
+
+def test_posting_a_fabric_needs_the_editor_role_or_the_clusters_token(world):
+    import json as _json
+
+    from apps.ingest.models import Fabric
+
+    text = read(FIXTURES / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt")
+
+    def post(c, **body):
+        return c.post("/api/v1/fabric", data=_json.dumps({"text": text, **body}), content_type="application/json")
+
+    before = Fabric.objects.count()
+    assert post(client_of(world["viewer"]), cluster="red").status_code == 403
+    assert post(client_of(world["outsider"]), cluster="red").status_code == 404
+    assert post(Client(), cluster="red").status_code == 401
+    _, blue_token = services.issue_token(cluster=world["blue"])
+    blue_agent = Client(HTTP_AUTHORIZATION=f"Bearer {blue_token}")
+    assert post(blue_agent, cluster="red").status_code == 400  # a token writes into its own cluster only
+    assert Fabric.objects.count() == before
+    assert post(client_of(world["editor"]), cluster="red").status_code == 201
+    r = post(blue_agent)
+    assert r.status_code == 201 and Fabric.objects.get(pk=r.json()["fabric_id"]).cluster == world["blue"]
+    assert blue_agent.get(f"/api/v1/fabric/{r.json()['fabric_id']}").status_code == 200
+    assert blue_agent.get(f"/api/v1/fabric/{world['red_fabric'].pk}").status_code == 404

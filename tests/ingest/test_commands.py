@@ -1,4 +1,4 @@
-"""Management commands and pipeline services: enrollment, rebuild, sweep, bulk import, demo."""
+"""Management commands and pipeline services: enrollment, rebuild, sweep, bulk import (the demo: test_demo.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.ingest import imports, processing, services
-from apps.ingest.models import AgentToken, Cluster, ImportJob, Run, RunHost, Snapshot, Upload
+from apps.ingest.models import AgentToken, Cluster, ImportJob, Snapshot, Upload
 from tests.ingest.helpers import TOPO_H100, TOPO_P40, body, broken_topo_report, report
 
 pytestmark = pytest.mark.django_db
@@ -215,23 +215,3 @@ def test_background_import_job_reports_progress(tmp_path, logged_in_client, djan
     assert not list(imports._import_dir().glob(f"*fleet.tar.gz"))  # the stored copy is cleaned up
     assert ImportJob.objects.get().finished_at is not None
     assert logged_in_client.get("/api/v1/imports/999").status_code == 404
-
-
-def test_load_demo_is_idempotent_and_every_demo_report_builds(django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        out, _ = run("load_demo")
-    assert "9 new reports" in out
-    assert Upload.objects.filter(status="done").count() == 9
-    assert Snapshot.objects.filter(host__hostname="h100-b01").count() == 2
-    out, _ = run("load_demo")
-    assert "0 new reports, 9 already loaded" in out
-    assert "SYNTHETIC" in Cluster.objects.get(name="demo").hosts.get(hostname="h100-b01").description
-    before, after = Snapshot.objects.filter(host__hostname="h100-b01").order_by("collected_at")
-    assert before.active_nic_count < after.active_nic_count
-    # the demo's runs: real captures checked against the demo host whose hardware matches
-    a100 = Run.objects.get(kind="nccl_tests")
-    assert a100.verdict == "healthy" and a100.measured == 232.04 and "SYNTHETIC pairing" in a100.description
-    assert RunHost.objects.get(run=a100).host.hostname == "dgx-a100-01"
-    log = Run.objects.get(kind="nccl_log")
-    assert RunHost.objects.get(run=log).snapshot == after  # the all-Active snapshot in force on 2025-03-02
-    assert "already loaded" in out and Run.objects.count() == 2

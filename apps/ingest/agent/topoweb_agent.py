@@ -30,6 +30,9 @@ sysfs_ib             /sys/class/infiniband/* (GUIDs, firmware, ports, rates, GID
 ib_counters          /sys/class/infiniband/*/ports/*/counters/* and hw_counters/* (error counters) and
                      the seconds since boot (/proc/uptime)
 show_gids            show_gids (the RoCE GID table), when installed (MLNX_OFED / mlnx-tools)
+ethtool_stats        ethtool -S <netdev> for each Ethernet network interface of an RDMA device
+                     (/sys/class/infiniband/*/device/net/* of ports with link_layer Ethernet: RoCE
+                     pause, PFC and discard counters), when ethtool is installed
 ibstat               ibstat (or ibv_devinfo -v where ibstat is missing)
 host_info            hardware and driver facts, ``key<TAB>value`` (apps/domain/parsers/host_info.py):
                      CPU vendor/family/model/model name and hypervisor flag (/proc/cpuinfo),
@@ -59,6 +62,12 @@ made earlier (files ``<kind>.txt`` named after the sections above, plus ``hostna
 ``--attach FILE`` (repeatable) sends FILE after the report as a measurement run on this host
 (``POST /api/v1/runs``: nccl-tests, perftest, a P2P test or an NCCL log; the server detects
 which and checks it against this host's layout).
+``--fabric`` runs ``ibnetdiscover`` (infiniband-diags; usually root, for /dev/infiniband/umad*) and
+sends its output as the cluster's fabric (``POST /api/v1/fabric``), after the report; ``--fabric-file
+FILE`` sends a saved fabric output instead (ibnetdiscover, iblinkinfo, ibswitches/ibhosts/ibnodes,
+``lldpctl -f json``, ``lldpcli show neighbors`` or ibdev2netdev: the server detects which; per-host
+outputs are filed under this host). With ``--fabric-only`` no host report is collected or sent; a
+node without GPUs or NICs to report (a subnet manager or login node) sends the fabric alone too.
 Connection errors and server errors (5xx, 429) are retried with exponential backoff; a 429 or
 503 answer's ``Retry-After`` is honoured (at most 300 s a wait; each wait uses one of ``--retries``).
 
@@ -67,7 +76,8 @@ Exit codes: 0 sent (or saved / printed; a report the server already had counts a
 token, invalid report, too large; or an ``--attach`` file it could not read, the report itself
 sent), 4 server unreachable or failing after all retries, 5 nothing to report (no topology
 section could be collected or read: host_info alone is not a report), 6 local file error
-(``--from-dir`` or an ``--attach`` file unreadable, ``--output`` not writable).
+(``--from-dir``, an ``--attach`` or the ``--fabric-file`` file unreadable, ``--output`` not writable); with
+``--fabric``, an ``ibnetdiscover`` that is missing, fails or prints nothing is exit 5 and nothing is sent.
 """
 
 import argparse
@@ -95,6 +105,7 @@ KINDS = (
     "nvidia_smi_topo", "nvidia_smi_topo_pci", "nvidia_smi_p2p", "nvidia_smi_gpus", "nvidia_smi_nvlink",
     "lspci_tree", "lspci_verbose", "ibstat", "ibstatus", "ibv_devinfo", "sysfs_pci", "sysfs_ib",
     "nccl_topo_xml", "hwloc_xml", "host_info", "nvidia_smi_q", "nvidia_smi_nvlink_errors", "show_gids", "ib_counters",
+    "ethtool_stats",
 )
 
 EXIT_OK = 0
@@ -272,6 +283,35 @@ class Collector(object):
         missing = None if tool else "show_gids not found on PATH (MLNX_OFED / mlnx-tools); sysfs_ib lists the GIDs"
         self.command("show_gids", [tool or "show_gids"], missing)
 
+    def ethtool_stats(self):
+        """ethtool -S of each RoCE network interface (apps/domain/parsers/ethtool_stats.py format)."""
+        started = time.time()
+        ib = os.path.join(self.sysfs_root, "class", "infiniband")
+        ports = roce_netdevs(ib)
+        tool = shutil.which("ethtool")
+        if not ports:
+            self.unavailable["ethtool_stats"] = "no Ethernet (RoCE) port of an RDMA device under %s" % self.shown_path(ib)
+        elif not tool:
+            self.unavailable["ethtool_stats"] = "ethtool not found on PATH (install ethtool)"
+        else:
+            out, failed = ["# topoweb ethtool_stats v1"], []
+            for ifname, ca, port in ports:
+                result = run([tool, "-S", ifname], self.timeout)
+                why = result.reason or (None if result.rc == 0 and result.out.strip() else
+                                        "ethtool exited with status %s: %s" % (result.rc, result.first_message()))
+                if why:
+                    failed.append("%s: %s" % (ifname, why))
+                    out.append("unavailable %s %s" % (ifname, why))
+                    continue
+                out.append("interface %s ca %s" % (ifname, ca) + (" port %s" % port if port else ""))
+                out.extend(result.out.rstrip("\n").split("\n"))
+            out.append("end")
+            if len(failed) < len(ports):
+                self.sections["ethtool_stats"] = "\n".join(out) + "\n"
+            else:
+                self.unavailable["ethtool_stats"] = "; ".join(failed)
+        self.commands["ethtool_stats"] = {"command": "ethtool -S <RoCE netdev>", "seconds": round(time.time() - started, 3)}
+
     # -- sysfs ---------------------------------------------------------------------------------
 
     def shown_path(self, path):
@@ -437,6 +477,25 @@ def ib_counters_listing(root, uptime_path):
                         out.append("port %s %s %s %s" % (p, word, c, v))
     out.append("end")
     return "\n".join(out) + "\n"
+
+
+def roce_netdevs(root):
+    """``[(netdev, RDMA device, port or None)]``: the network interfaces of RDMA devices with an
+    Ethernet (RoCE) port, from ``<root>/<ca>/device/net/*`` (port: ``dev_port`` + 1 when it names one)."""
+    out, seen = [], set()
+    for ca in (sorted(os.listdir(root)) if os.path.isdir(root) else []):
+        ports = os.path.join(root, ca, "ports")
+        eth = [p for p in numeric(os.listdir(ports) if os.path.isdir(ports) else [])
+               if (first_line(os.path.join(ports, p, "link_layer")) or "").lower() == "ethernet"]
+        net = os.path.join(root, ca, "device", "net")
+        for ifname in (sorted(os.listdir(net)) if eth and os.path.isdir(net) else []):
+            if ifname in seen or not TOKEN.match(ifname):
+                continue
+            seen.add(ifname)
+            dev_port = first_line(os.path.join(net, ifname, "dev_port")) or ""
+            port = str(int(dev_port) + 1) if dev_port.isdigit() else None
+            out.append((ifname, ca, port if port in eth else (eth[0] if len(eth) == 1 else None)))
+    return out
 
 
 def without_processes(text):
@@ -697,6 +756,7 @@ def collect(hostname, timeout, sysfs_root, proc_root="/proc", etc_root="/etc", i
     c.sysfs()
     c.infiniband()
     c.gids()
+    c.ethtool_stats()
     c.host_info(include_nccl_env)
     meta = {
         "kernel": platform.release(),
@@ -851,7 +911,7 @@ def send(server, token, report, retries, retry_wait, http_timeout, path="/api/v1
             reason = getattr(exc, "reason", exc)
             problem = "cannot reach %s: %s" % (url, reason)
         else:
-            if payload is None or not ("upload_id" in payload or "run_id" in payload):
+            if payload is None or not ("upload_id" in payload or "run_id" in payload or "fabric_id" in payload):
                 problem = "unexpected answer from %s (status %s); is --server the topoweb address?" % (url, status)
             else:
                 return payload
@@ -925,6 +985,60 @@ def send_attachments(args, attachments, hostname, collected_at):
 
 
 # ------------------------------------------------------------------------------------------------
+# The fabric (--fabric runs ibnetdiscover, --fabric-file FILE): sent as the cluster's fabric
+
+
+def discover_fabric(timeout):
+    """``(name, text, kind)`` of ``ibnetdiscover`` run here; exit 5 when it is missing, fails or prints nothing."""
+    tool = shutil.which("ibnetdiscover")
+    if not tool:
+        fail(EXIT_NOTHING, "--fabric: ibnetdiscover not found on PATH (install infiniband-diags)")
+    result = run([tool], timeout)
+    if result.reason:
+        fail(EXIT_NOTHING, "--fabric: %s" % result.reason)
+    if result.rc != 0 or not result.out.strip():
+        fail(EXIT_NOTHING, "--fabric: ibnetdiscover exited with status %s: %s (run as root for /dev/infiniband/umad*)"
+             % (result.rc, result.first_message()))
+    return "ibnetdiscover", result.out, "ibnetdiscover"
+
+
+def read_fabric_file(path):
+    """``(file name, text, None)`` of --fabric-file (its kind is the server's to detect), read before anything
+    is sent; exit 6 when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return os.path.basename(path), f.read().decode("utf-8", "replace"), None
+    except OSError as exc:
+        fail(EXIT_LOCAL_FILE, "--fabric-file %s: %s" % (path, exc))
+
+
+def fabric_payload(fabric, hostname, collected_at):
+    """The ``POST /api/v1/fabric`` body; a kind of None is the server's to detect (``host`` is used for
+    per-host outputs only)."""
+    name, text, kind = fabric
+    return {"text": text, "kind": kind, "source_name": name, "host": hostname, "collected_at": collected_at}
+
+
+def send_fabric(args, fabric, hostname, collected_at):
+    """Send the fabric output; 1 when the server refused or could not read it (said on stderr), else 0."""
+    name = fabric[0]
+    try:
+        payload = send(args.server, args.token, fabric_payload(fabric, hostname, collected_at), args.retries,
+                       args.retry_wait, args.http_timeout, path="/api/v1/fabric")
+    except Rejected as exc:
+        sys.stderr.write("topoweb-agent: error: fabric %s: server refused it with %s\n" % (name, exc))
+        return 1
+    summary = payload.get("summary") or {}
+    counts = (" (%s switches, %s host adapters, %s links)" % (summary.get("switches"), summary.get("host_adapters"),
+                                                              summary.get("links")) if summary else "")
+    say("fabric %s: %s %s%s%s; %s" % (payload["fabric_id"], payload.get("kind"), payload.get("status"), counts,
+                                      " (already sent)" if payload.get("duplicate") else "", payload.get("page", "")))
+    for warning in payload.get("warnings") or []:
+        say("fabric %s: %s" % (payload["fabric_id"], warning))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
 # Command line
 
 
@@ -960,6 +1074,14 @@ def build_parser():
     p.add_argument("--attach", action="append", default=[], metavar="FILE",
                    help="after the report, send FILE as a measurement (nccl-tests, perftest, a P2P test, an "
                         "NCCL_DEBUG=INFO log) run on this host; repeat for several files")
+    p.add_argument("--fabric", action="store_true",
+                   help="also run ibnetdiscover here and send it as the cluster's fabric (a node with fabric "
+                        "access; usually root)")
+    p.add_argument("--fabric-file", metavar="FILE",
+                   help="send FILE as a fabric output (ibnetdiscover, iblinkinfo, ibswitches/ibhosts/ibnodes, "
+                        "lldpctl -f json, lldpcli show neighbors, ibdev2netdev) instead of running ibnetdiscover")
+    p.add_argument("--fabric-only", action="store_true",
+                   help="with --fabric or --fabric-file: send the fabric alone, no host report")
     p.add_argument("--include-nccl-env", action="store_true",
                    help="also send NCCL configuration (NCCL_* variables of this environment and /etc/nccl.conf), "
                         "the default route's interface and all interface names and states, for diagnosis "
@@ -988,26 +1110,29 @@ def main(argv=None):
         parser.error("--timeout must be positive, --retries and --retry-wait not negative, "
                      "--splay between 0 and 86400 seconds")
 
-    attachments = read_attachments(args.attach)
-    if args.from_dir:
-        report = report_from_dir(args.from_dir, args.hostname)
-    else:
-        report = collect(args.hostname or socket.gethostname(), args.timeout, args.sysfs_root, args.proc_root,
-                         args.etc_root, args.include_nccl_env)
+    if args.fabric and args.fabric_file:
+        parser.error("--fabric runs ibnetdiscover and --fabric-file sends a saved output: choose one")
+    if args.fabric_only and not (args.fabric or args.fabric_file):
+        parser.error("--fabric-only needs --fabric or --fabric-file")
 
-    if not [kind for kind in report["sections"] if kind != "host_info"]:  # host facts alone are no topology
-        why = "; ".join("%s: %s" % kv for kv in sorted(report["unavailable"].items())) or "no capture files"
-        if "host_info" in report["sections"]:
-            why = "only host_info, no topology section; " + why
-        fail(EXIT_NOTHING, "nothing to report (%s)" % why)
-    say("%s: %d sections (%s)%s" % (
-        report["hostname"], len(report["sections"]), ", ".join(sorted(report["sections"])),
-        "; unavailable: " + ", ".join(sorted(report["unavailable"])) if report["unavailable"] else ""))
+    attachments = read_attachments(args.attach)
+    fabric = read_fabric_file(args.fabric_file) if args.fabric_file else None
+    if args.fabric:
+        fabric = discover_fabric(args.timeout)
+    report = None
+    if not args.fabric_only:
+        report = main_report(args, fabric is not None)
+    hostname = report["hostname"] if report else (args.hostname or socket.gethostname())
+    collected_at = report.get("collected_at") if report else utc_now()
+    if report is None:
+        return send_fabric_alone(args, fabric, attachments, hostname, collected_at)
 
     if args.dry_run:
         sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
         for path, text in attachments:
             say("would attach %s (%d bytes) as a run on %s" % (path, len(text.encode("utf-8")), report["hostname"]))
+        if fabric:
+            say("would send the fabric %s (%d bytes)" % (fabric[0], len(fabric[1].encode("utf-8"))))
         return EXIT_OK
     if args.output:
         try:
@@ -1018,15 +1143,54 @@ def main(argv=None):
             fail(EXIT_LOCAL_FILE, "--output %s: %s" % (args.output, exc))
         say("saved the report to %s" % args.output)
         if not args.server:
+            if fabric:
+                say("the fabric is not saved with --output; send a saved discovery later with --fabric-file")
             return EXIT_OK
     if args.splay > 0:
         delay = random.uniform(0, args.splay)
         say("waiting %.1fs before sending (--splay %g)" % (delay, args.splay))
         time.sleep(delay)
     send_report(args, report)
-    if send_attachments(args, attachments, report["hostname"], report.get("collected_at")):
+    refused = send_fabric(args, fabric, hostname, collected_at) if fabric else 0
+    if send_attachments(args, attachments, report["hostname"], report.get("collected_at")) or refused:
         return EXIT_REJECTED
     return EXIT_OK
+
+
+def main_report(args, have_fabric):
+    """The host report (collected, or read with --from-dir); None when there is nothing to report but a
+    fabric to send (a node without GPUs or NICs), else exit 5 when there is nothing to report."""
+    if args.from_dir:
+        report = report_from_dir(args.from_dir, args.hostname)
+    else:
+        report = collect(args.hostname or socket.gethostname(), args.timeout, args.sysfs_root, args.proc_root,
+                         args.etc_root, args.include_nccl_env)
+
+    if not [kind for kind in report["sections"] if kind != "host_info"]:  # host facts alone are no topology
+        why = "; ".join("%s: %s" % kv for kv in sorted(report["unavailable"].items())) or "no capture files"
+        if "host_info" in report["sections"]:
+            why = "only host_info, no topology section; " + why
+        if have_fabric:
+            say("no host topology to report (%s); sending the fabric alone" % why)
+            return None
+        fail(EXIT_NOTHING, "nothing to report (%s)" % why)
+    say("%s: %d sections (%s)%s" % (
+        report["hostname"], len(report["sections"]), ", ".join(sorted(report["sections"])),
+        "; unavailable: " + ", ".join(sorted(report["unavailable"])) if report["unavailable"] else ""))
+    return report
+
+
+def send_fabric_alone(args, fabric, attachments, hostname, collected_at):
+    """--fabric-only, or nothing but the fabric to send: say so (--dry-run) or send it, then the attached runs."""
+    if args.dry_run or (args.output and not args.server):
+        say("would send the fabric %s (%d bytes); no host report" % (fabric[0], len(fabric[1].encode("utf-8"))))
+        return EXIT_OK
+    if args.splay > 0:
+        delay = random.uniform(0, args.splay)
+        say("waiting %.1fs before sending (--splay %g)" % (delay, args.splay))
+        time.sleep(delay)
+    refused = send_fabric(args, fabric, hostname, collected_at)
+    return EXIT_REJECTED if send_attachments(args, attachments, hostname, collected_at) or refused else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ PATH is a folder, a ``.tar.gz``/``.tgz``/``.tar`` archive or one ``.json`` repor
 ``*.json`` file is one agent report, and each folder holding ``<kind>.txt`` files (plus an
 optional ``hostname.txt``; else the folder name is the host name) is one host's captures;
 ``*.log`` / ``*.out`` files and ``*.txt`` files under a ``runs/`` folder are runs (measurements),
-checked against the host of the capture folder they sit in (``apps.ingest.imports``).
+checked against the host of the capture folder they sit in; files under a ``fabric/`` folder and
+files named after a fabric kind (``ibnetdiscover.txt``...) are fabric uploads (``apps.ingest.imports``).
 
 The last line printed is the outcome in the words of an import job: ``status: done``,
 ``done_with_errors`` or ``failed``, then the message. Exit status 0 when every report was
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         if summary.damage:
             self.stderr.write(f"error: {summary.damage}")
             sys.exit(2)
-        if summary.rejected or summary.runs_rejected or failed or summary.limit:
+        if summary.rejected or summary.runs_rejected or summary.fabrics_rejected or failed or summary.limit:
             sys.exit(1)
 
     def _import(self, listing: imports.ReportListing, *, path: str, cluster: str,
@@ -72,10 +73,12 @@ class Command(BaseCommand):
     def _print_summary(self, summary: imports.ImportSummary, path: str) -> int:
         """Print counts, rejected files and parse failures; return how many failed to parse."""
         out = self.stdout.write
-        out(f"{summary.total - summary.runs_total} reports in {path}: {summary.created} new, {summary.duplicates} "
+        out(f"{summary.reports_total} reports in {path}: {summary.created} new, {summary.duplicates} "
             f"already stored, {summary.rejected} rejected")
         if summary.runs_total:
             out(summary.describe_runs())
+        if summary.fabrics_total:
+            out(summary.describe_fabrics())
         for name, message in summary.errors:
             out(f"  rejected {name}: {message}")
         if summary.errors_omitted:

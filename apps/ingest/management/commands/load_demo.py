@@ -1,11 +1,15 @@
 """python manage.py load_demo: load the bundled demo cluster (idempotent; ``make run`` calls it).
 
-The hosts, their descriptions and their snapshots are listed in ``apps/ingest/demo/demo.json``;
+The real hosts, their descriptions and their snapshots are listed in ``apps/ingest/demo/demo.json``;
 the captures under ``apps/ingest/demo/captures/`` are byte-for-byte copies of public real
-captures (``SOURCES.tsv`` names each one's origin). Loading again adds nothing: every report is
-recognised as already stored. The demo's runs (``runs`` in demo.json: real nccl-tests and NCCL
-log captures) are loaded after the reports, each checked against the demo host whose hardware
-matches; their descriptions say which pairings are synthetic.
+captures (``SOURCES.tsv`` names each one's origin). After them comes the generated fleet of
+``apps/ingest/demo/fleet.py``: SYNTHETIC hosts on three platforms, built on the layouts of real
+captures, with its odd ones out and a NIC move (two snapshots). Loading again adds nothing: every
+report is recognised as already stored (the fleet is generated the same way every time). The
+demo's runs (``runs`` in demo.json: real nccl-tests and NCCL log captures) are loaded after the
+reports, each checked against the demo hosts whose hardware matches; their descriptions say which
+pairings are synthetic. Last, the fleet's SYNTHETIC InfiniBand fabric
+(``apps/ingest/demo/fleet_fabric.py``) is stored as an ``ibnetdiscover`` discovery.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from apps.ingest import reports, runs, services
-from apps.ingest.models import Cluster, Host, Upload
+from apps.ingest import fabrics, reports, runs, services
+from apps.ingest.demo import fleet, fleet_fabric
+from apps.ingest.models import Cluster, Fabric, Host, Upload
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 
@@ -31,12 +36,19 @@ def demo_reports(demo_dir: Path = DEMO_DIR) -> tuple[dict, list[tuple[dict, dict
     for host in spec["hosts"]:
         for snap in host["snapshots"]:
             sections = {kind: (demo_dir / rel).read_bytes().decode("utf-8") for kind, rel in snap["sections"].items()}
-            report = {"schema": reports.REPORT_SCHEMA, "hostname": host["hostname"],
-                      "collected_at": snap["collected_at"], "agent_version": "demo",
-                      "meta": {"source": "topoweb demo", "files": snap["sections"]},
-                      "sections": sections, "unavailable": {}}
-            out.append((host, report))
+            out.append((host, _report(host["hostname"], snap["collected_at"], sections,
+                                      {"source": "topoweb demo", "files": snap["sections"]})))
+    for generated in fleet.fleet_hosts():
+        host = {"hostname": generated.hostname, "description": generated.description}
+        out += [(host, _report(generated.hostname, snap.collected_at, snap.sections,
+                               {"source": "topoweb demo fleet (SYNTHETIC)", "platform": generated.platform}))
+                for snap in generated.snapshots]
     return spec["cluster"], out
+
+
+def _report(hostname: str, collected_at: str, sections: dict[str, str], meta: dict) -> dict:
+    return {"schema": reports.REPORT_SCHEMA, "hostname": hostname, "collected_at": collected_at,
+            "agent_version": "demo", "meta": meta, "sections": dict(sections), "unavailable": {}}
 
 
 def demo_runs(demo_dir: Path = DEMO_DIR) -> list[tuple[dict, str]]:
@@ -78,7 +90,12 @@ class Command(BaseCommand):
             self.stderr.write(f"  demo upload {u.pk} ({u.host.hostname}) failed: {u.error}")
         made_runs = self._load_runs(target)
         self.stdout.write(f"demo runs: {made_runs} new, {len(demo_runs()) - made_runs} already loaded")
-        if failed:
+        fabric, new_fabric = self._load_fabric(target)
+        self.stdout.write(f"demo fabric: {'new' if new_fabric else 'already loaded'} ({fabric.kind}, "
+                          f"{(fabric.summary or {}).get('host_adapters', 0)} host adapters)")
+        if fabric.status != Fabric.Status.OK:
+            self.stderr.write(f"  demo fabric {fabric.pk} failed: {fabric.error}")
+        if failed or fabric.status != Fabric.Status.OK:
             sys.exit(1)
 
     def _load_runs(self, target: Cluster) -> int:
@@ -90,3 +107,9 @@ class Command(BaseCommand):
                                         source_name="demo/" + spec["file"].rsplit("/", 1)[-1])
             made += new
         return made
+
+    def _load_fabric(self, target: Cluster) -> tuple[Fabric, bool]:
+        """The fleet's SYNTHETIC InfiniBand fabric, one ``ibnetdiscover`` of its H100 pod."""
+        return fabrics.submit_fabric(cluster=target, text=fleet_fabric.fabric_text(fleet.fleet_hosts()),
+                                     via=Upload.Via.IMPORT, kind="ibnetdiscover",
+                                     collected_at=fleet_fabric.COLLECTED_AT, source_name=fleet_fabric.SOURCE_NAME)

@@ -1,0 +1,105 @@
+"""Fabric benchmarks: cross-host GPU path queries through a discovered fabric, 1,024 hosts.
+
+* ``fabric view``: ``FabricView.build`` of the synthetic fat tree of ``bench.fabric_synth`` (2,000
+  switches, 16,000 HCAs; SYNTHETIC) with 1,024 hosts attached by port GUID (``fabric.attach_hosts``):
+  the index a path query reads (NIC -> leaf, switch adjacency).
+* ``path query through the fabric``: ``ClusterIndex(docs, fabric=view).path("host/GPUi", "host/GPUj")``
+  for random GPU pairs on two different hosts among 1,024 synthetic hosts of ``bench.synth`` (real
+  layouts under synthetic names, each distinct layout + fault analysed once). Host ``i`` is the fabric's
+  ``node<i>``: its compute NICs, in rail order, are that node's HCAs ``mlx5_0``.. (joined by the HCAs'
+  port GUIDs, as the server joins ibstat's), so with 16 HCAs per leaf and 8 per host nearly every pair
+  of hosts is a leaf pair not asked before (route summaries are computed on first use, then kept):
+  the figure is the cold cost of a route through 2 to 6 switches. p50/p95 per query, target p95 < 5 ms.
+* ``path query, rail model``: the same queries without the fabric (the assumed rail switches), to
+  show what the switches add.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from apps.domain.analysis import analyze_host
+from apps.domain.cluster import ClusterIndex, rails
+from apps.domain.fabric import attach_hosts, build_fabric, host_cas
+from apps.domain.fabric_paths import FabricView
+from apps.domain.parsers import ALL_KINDS
+from bench.fabric_synth import synthetic_ibnetdiscover
+from bench.synth import iter_reports
+from bench.timing import Measure, measure, summarize, timed
+
+PATH_P95_TARGET_MS = 5.0
+HOSTS = 1024
+QUERIES = 3000
+
+
+def host_documents(n: int = HOSTS, seed: int = 0) -> list[dict]:
+    """Snapshot documents of ``n`` synthetic hosts (``bench.synth``), one analysis per layout + fault."""
+    cache: dict[tuple, dict] = {}
+    docs = []
+    for r in iter_reports(n, seed=seed):
+        key = (r["meta"]["layout"], r["meta"]["fault"])
+        if key not in cache:
+            cache[key] = analyze_host(r["sections"], r["hostname"]).to_dict()
+        doc = copy.deepcopy(cache[key])
+        doc["hostname"] = r["hostname"]
+        docs.append(doc)
+    return docs
+
+
+def host_ports(G, docs: list[dict]) -> dict[str, list[dict]]:
+    """Host ``i``'s compute NICs (rail order) -> the port GUIDs of fabric node ``i``'s HCAs, the rows
+    ``attach_hosts`` joins exactly."""
+    by_host: dict[str, list[str]] = {}
+    for ca in host_cas(G):
+        d = G.nodes[ca]
+        by_host.setdefault(d["host"], []).append(ca)
+    out = {}
+    for i, doc in enumerate(docs):
+        cas = sorted(by_host.get(f"node{i:05d}", []), key=lambda n: G.nodes[n]["name"])
+        nics = {n["name"]: n for n in doc["nics"]}
+        order = sorted(rails(doc).items(), key=lambda kv: kv[1])
+        out[doc["hostname"]] = [{"nic": nic, "port": nics.get(nic, {}).get("port") or 1,
+                                 "port_guid": next(iter(G.nodes[ca]["ports"].values()))["port_guid"],
+                                 "node_guid": None} for (nic, _r), ca in zip(order, cas)]
+    return out
+
+
+def cross_host_queries(index: ClusterIndex, docs: list[dict], count: int = QUERIES,
+                       seed: int = 3) -> tuple[list[float], dict]:
+    """Latency (ms) of ``count`` random GPU pairs on two different hosts; and what they answered."""
+    rng = random.Random(seed)
+    gpus = [(d["hostname"], g["name"]) for d in docs for g in d["gpus"]]
+    samples, answers = [], {}
+    for _ in range(count):
+        (ha, ga), (hb, gb) = rng.sample(gpus, 2)
+        while hb == ha:
+            hb, gb = rng.choice(gpus)
+        ms, out = timed(lambda: index.path(f"{ha}/{ga}", f"{hb}/{gb}"))
+        samples.append(ms)
+        key = f"{out['mechanism']}/{out.get('fabric')}"
+        answers[key] = answers.get(key, 0) + 1
+    return samples, answers
+
+
+def run() -> list[Measure]:
+    G = build_fabric(ALL_KINDS["ibnetdiscover"].parse(synthetic_ibnetdiscover()))
+    docs = host_documents()
+    ports = host_ports(G, docs)
+    attachments = attach_hosts(G, ports)
+    joined = sum(1 for h in attachments["hosts"] if not h.startswith("node"))
+    rows = [measure("fabric view, 2,000 switches / 16,000 HCAs (synthetic), 1,024 hosts",
+                    lambda: FabricView.build(G, attachments), runs=5, warmup=1,
+                    note=f"{joined} hosts joined by port GUID; the rest by node description")]
+    view = FabricView.build(G, attachments)
+    samples, answers = cross_host_queries(ClusterIndex(docs, fabric=view), docs)
+    row = summarize(f"path query through the fabric, random cross-host GPU pairs, {len(docs)} hosts", samples,
+                    target_ms=PATH_P95_TARGET_MS,
+                    note="answers: " + ", ".join(f"{k} {v}" for k, v in sorted(answers.items()))
+                         + f"; {view.cached_routes} leaf-pair routes computed")
+    row.target_on = "p95"
+    rows.append(row)
+    base, base_answers = cross_host_queries(ClusterIndex(docs), docs)
+    rows.append(summarize(f"path query, rail model (no fabric), the same pairs, {len(docs)} hosts", base,
+                          note="answers: " + ", ".join(f"{k} {v}" for k, v in sorted(base_answers.items()))))
+    return rows
