@@ -5,6 +5,8 @@ Groups (all by default, in this order):
   parsers   parse time per kind, a 16 GPU x 16 NIC topo -m, a 10,000-line lspci -vvv
   engine    host graph build per real layout (target 20 ms for 8-GPU/8+-NIC hosts), whole
             analysis, path query p50/p95 over 1,024 synthetic hosts (target p95 5 ms)
+  fabric    cross-host path query through a synthetic 2,000-switch fabric joined to 1,024
+            hosts (target p95 5 ms), building the fabric view
   pages     server time and payload of the host, cluster (256 and 1,024 hosts), path and compare
             pages (bench PostgreSQL, filled once by the generator)
   peers     lstopo drawing a host from hwloc XML vs our analysis + host page; raw psycopg INSERT

@@ -109,11 +109,31 @@ def test_snapshot_and_cluster_read_the_database(stored) -> None:
 
 
 @pytest.mark.django_db
-def test_cluster_fabric_is_not_stored_yet(stored) -> None:
+def test_cluster_without_a_discovery_says_so(stored) -> None:
     cluster, _ = stored
     code, msg = exit_code("slurm_topology", "--cluster", cluster.name)
-    assert code == 2 and msg == f"cluster {cluster.name} has no fabric report yet; use --ibnetdiscover FILE"
+    assert code == 2 and msg == (f"cluster {cluster.name} has no readable fabric discovery stored (send one: agent "
+                                 "--fabric, or POST /api/v1/fabric); or use --ibnetdiscover FILE")
     code, msg = exit_code("slurm_topology", "--cluster", "nope")
     assert code == 2 and "no cluster named 'nope'" in msg
     out, err = run("k8s_labels", "--cluster", cluster.name)  # labels without leaves, and it says so
     assert "topoweb.io/leaf" not in out and "no topoweb.io/leaf labels" in err
+
+
+@pytest.mark.django_db
+def test_cluster_fabric_in_force_is_exported(stored) -> None:
+    """The real SuperPOD ibnetdiscover stored for the cluster: topology.conf from the discovery in force,
+    the same text as from the file. A person reads off the capture: leaf B09-P1-IBLEAF-04-08 has
+    b08-p1-dgx-08-c01's HCA-5 on port 1."""
+    from apps.ingest import fabrics
+
+    cluster, _ = stored
+    capture = Path("/work/shared/realdata/ibnetdiscover/nvidia_topograph_dgx_h100_superpod_ndr_mqm9701_40sw_582ca.out")
+    fabrics.submit_fabric(cluster=cluster, text=capture.read_text(), via="web", source_name=capture.name)
+    from_db, _ = run("slurm_topology", "--cluster", cluster.name)
+    from_file, _ = run("slurm_topology", "--ibnetdiscover", str(capture))
+    assert from_db == from_file
+    leaf = next(line for line in from_db.splitlines() if line.startswith("SwitchName=B09-P1-IBLEAF-04-08 "))
+    assert "b08-p1-dgx-08-c[01," in leaf  # hostlist form: c01 is among them
+    out, err = run("k8s_labels", "--cluster", cluster.name)
+    assert "no topoweb.io/leaf labels" not in err

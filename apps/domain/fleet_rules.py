@@ -31,7 +31,7 @@ import networkx as nx
 from apps.domain.fabric import attach_hosts, build_fabric
 from apps.domain.findings.base import SEVERITY_RANK, Ctx, Rule, finding, gpu_sort_key, join
 
-__all__ = ["F08", "H08", "FLEET_RULE_IDS", "evaluate_fleet", "rule_f08", "rule_h08"]
+__all__ = ["F08", "H08", "FLEET_RULE_IDS", "evaluate_fleet", "rule_f08", "rule_h08", "defer_to_l03"]
 
 F08 = Rule("F08", "Rail/cross-NIC mismatch", "MED",
            "Fix the cabling so that every node's NIC k reaches the leaf of rail k; on a fabric that is not "
@@ -240,9 +240,26 @@ def rule_f08(fabric: Any, *, host_ports: Mapping[str, Iterable[Mapping]] | None 
 # ------------------------------------------------------------------------------------------------
 
 
+def defer_to_l03(f08: Iterable[dict], fabric_findings: Iterable[Mapping]) -> tuple[list[dict], list[str]]:
+    """F08 findings less those of hosts an L03 finding (``fabric_rules``) already names, and the
+    hosts dropped. Both read one swap from the same discovery; L03 names the switch ports, so when
+    the fabric rules run (the fabric page) a swap is reported once, as L03. F08's other case
+    (``NCCL_CROSS_NIC=0`` on a fabric that is not rail-optimized) never meets an L03 finding: L03
+    fires on rail-optimized fabrics only."""
+    l03 = {h for f in fabric_findings if f.get("rule") == "L03" for h in f.get("hosts") or ()}
+    kept, dropped = [], []
+    for f in f08:
+        if f["rule"] == "F08" and f["hosts"] and set(f["hosts"]) <= l03:
+            dropped += f["hosts"]
+        else:
+            kept.append(f)
+    return kept, sorted(set(dropped), key=gpu_sort_key)
+
+
 def evaluate_fleet(docs: Iterable[Mapping], fabric: Any = None, *,
                    host_ports: Mapping[str, Iterable[Mapping]] | None = None,
-                   env: Mapping[str, Mapping[str, str]] | None = None) -> dict:
+                   env: Mapping[str, Mapping[str, str]] | None = None,
+                   fabric_findings: Iterable[Mapping] | None = None) -> dict:
     """The cluster-level findings of several nodes.
 
     Parameters
@@ -257,6 +274,10 @@ def evaluate_fleet(docs: Iterable[Mapping], fabric: Any = None, *,
         hosts to the fabric by GUID rather than by node description.
     env : mapping, optional
         ``{host: {NCCL variable: value}}`` (the hosts' ``host_info`` ``nccl_env``), for NCCL_CROSS_NIC.
+    fabric_findings : iterable of mapping, optional
+        The fabric rules' findings of the same discovery (``fabric_rules.fabric_findings``), when the
+        caller shows them too: a swap L03 reports is then not reported again as F08
+        (:func:`defer_to_l03`; ``unknowns`` says which hosts).
 
     Returns
     -------
@@ -272,6 +293,12 @@ def evaluate_fleet(docs: Iterable[Mapping], fabric: Any = None, *,
             unknowns.append("F08: the rail cabling needs the fabric's view (ibnetdiscover or iblinkinfo): not "
                             "checked.")
     else:
-        findings += rule_f08(fabric, host_ports=host_ports, env=env, unknowns=unknowns)
+        f08 = rule_f08(fabric, host_ports=host_ports, env=env, unknowns=unknowns)
+        if fabric_findings is not None:
+            f08, deferred = defer_to_l03(f08, fabric_findings)
+            if deferred:
+                unknowns.append(f"F08: the rail cabling of {join(deferred)} is reported once, as L03 (the fabric "
+                                "rule, which names the switch ports).")
+        findings += f08
     findings.sort(key=lambda f: (SEVERITY_RANK[f["severity"]], f["rule"], [gpu_sort_key(h) for h in f["hosts"]]))
     return {"findings": findings, "unknowns": unknowns}

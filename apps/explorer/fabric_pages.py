@@ -31,8 +31,8 @@ from django.views.decorators.http import require_GET
 
 from apps.domain import fabric as fabric_graphs
 from apps.domain.fabric_compare import compare_fabrics
-from apps.domain.fabric_paths import FabricView
 from apps.domain.fabric_rules import fabric_findings
+from apps.domain.fleet_rules import evaluate_fleet
 from apps.domain.names import natural_key
 from apps.explorer import fabric_figures
 from apps.explorer import selectors as ex
@@ -47,7 +47,6 @@ FINDINGS_SHOWN = 50
 FINDINGS_CACHE_SIZE = 16  # fabric findings kept per (discovery, snapshots in force)
 
 _HEALTH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_VIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (attachments, FabricView)
 _FINDINGS: OrderedDict = OrderedDict()  # (fabric id, content hash, snapshot ids) -> (attachments, findings)
 _HEALTH_LOCK = threading.Lock()
 
@@ -61,18 +60,6 @@ def fabric_health(G: nx.Graph) -> tuple[list[dict], list[dict]]:
         with _HEALTH_LOCK:
             _HEALTH[G] = cached
     return cached
-
-
-def fabric_view(cf: fabrics.ClusterFabric) -> FabricView:
-    """``FabricView.build(graph, attachments)`` of a cluster's fabric, built once per graph and join."""
-    with _HEALTH_LOCK:
-        kept = _VIEWS.get(cf.graph)
-    if kept is not None and kept[0] is cf.attachments:
-        return kept[1]
-    view = FabricView.build(cf.graph, cf.attachments)
-    with _HEALTH_LOCK:
-        _VIEWS[cf.graph] = (cf.attachments, view)
-    return view
 
 
 def _host_nics(cluster: Cluster) -> tuple[tuple[int, ...], dict[str, dict]]:
@@ -94,13 +81,28 @@ def cluster_findings(cluster: Cluster, cf: fabrics.ClusterFabric) -> list[dict]:
         kept = _FINDINGS.get(key)
     if kept is not None and kept[0] is cf.attachments:
         return kept[1]
-    found = fabric_findings(fabric_view(cf), docs)
+    found = fabric_findings(fabrics.fabric_view(cf), docs)
     with _HEALTH_LOCK:
         _FINDINGS[key] = (cf.attachments, found)
         _FINDINGS.move_to_end(key)
         while len(_FINDINGS) > FINDINGS_CACHE_SIZE:
             _FINDINGS.popitem(last=False)
     return found
+
+
+def fleet_findings(cluster: Cluster) -> dict:
+    """The rules that compare hosts (``fleet_rules.evaluate_fleet``: H08, and F08 when a discovery is in
+    force, deferring to L03) over the hosts' documents in force, read in one query as the parts those
+    rules use (hostname, summary, NICs). ``{"findings": [...], "unknowns": [...]}``."""
+    snaps = ex.cluster_snapshots(cluster)
+    rows = Snapshot.objects.filter(pk__in=[s.pk for s in snaps]).values_list("pk", "document__summary", "document__nics")
+    parts = {pk: (summary, nics) for pk, summary, nics in rows}
+    docs = [{"hostname": s.host.hostname, "summary": parts.get(s.pk, ({}, []))[0] or {},
+             "nics": parts.get(s.pk, ({}, []))[1] or []} for s in snaps]
+    cf = fabrics.cluster_fabric(cluster)
+    if cf is None:
+        return evaluate_fleet(docs)
+    return evaluate_fleet(docs, cf.graph, host_ports=cf.host_ports, fabric_findings=cluster_findings(cluster, cf))
 
 
 def _plural(n: int, one: str, many: str | None = None) -> str:
@@ -251,6 +253,34 @@ def fabric_facts(summary: Mapping) -> list[str]:
     return out
 
 
+JOB_ROWS = 64  # leaves listed in the job table (worst demand first; the rest counted)
+
+
+def job_context(cluster: Cluster, spec: str, algorithm: str) -> dict:
+    """The job form's state and, when hosts are given, ``fabrics.job_on_fabric``'s answer as the page
+    shows it: ``job_spec``, ``job_algorithm``, ``job`` (None without hosts), ``job_error``,
+    ``job_rows`` (leaves with flows or job adapters, each with its rail) and ``job_more``."""
+    spec = (spec or "").strip()
+    out: dict = {"job_spec": spec, "job_algorithm": algorithm if algorithm in ("ring", "tree") else "ring",
+                 "job": None, "job_error": None, "job_rows": [], "job_more": 0,
+                 "job_api": reverse("api:cluster-fabric-job", args=[cluster.name])}
+    if not spec:
+        return out
+    try:
+        job = fabrics.job_on_fabric(cluster, spec, algorithm)
+    except ValueError as exc:
+        out["job_error"] = str(exc)
+        return out
+    if job is None:
+        return out
+    rails = job["leaf_rails"]
+    rows = [{**r, "short": fabric_figures.short_name(r["name"]), "rail": rails.get(r["name"]),
+             "off_rail": [o for o in job["contention"]["off_rail"] if o["leaf"] == r["leaf"]]}
+            for r in job["contention"]["leaves"]]
+    out.update(job=job, job_rows=rows[:JOB_ROWS], job_more=max(len(rows) - JOB_ROWS, 0))
+    return out
+
+
 @login_required
 @require_GET
 def fabric(request: HttpRequest, cluster: str) -> HttpResponse:
@@ -270,6 +300,7 @@ def fabric(request: HttpRequest, cluster: str) -> HttpResponse:
                                             down=down, expand=request.GET.get("expand") or None)
     summary = cf.fabric.summary or fabric_graphs.summary(G)  # stored with the upload: fabric.summary of this graph
     findings = cluster_findings(c, cf)
+    ctx.update(job_context(c, request.GET.get("job", ""), request.GET.get("algorithm") or "ring"))
     ctx.update(summary=summary, facts=fabric_facts(summary), sentence=fabric_sentence(summary, problems),
                problems=problems,
                tables=_tables(problems, urls), drawing=drawing, expanded_label=drawing.expanded_label()

@@ -529,15 +529,54 @@ def _hop_kind_of(name: str, host: str | None, kinds: Mapping[tuple, str]) -> str
     return kinds.get((host, name), "switch" if "switch" in name.lower() else "other")
 
 
+HOP_LABELS = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch", "cpu_link": "CPU link",
+              "inter_socket": "inter-socket", "host_memory_copy": "host memory copy", "fabric": "network",
+              "fabric_link": "IB link"}
+# the fabric's switches on a path: discovered ones by tier, assumed ones (the rail model) apart
+FABRIC_STYLE = {
+    "fabric": ("triangle-up", 18, "#495057", "network switch (assumed: rail model)"),
+    "fabric:leaf": ("triangle-up", 19, "#0b7285", "leaf switch (discovered)"),
+    "fabric:spine": ("triangle-down", 19, "#343a40", "spine switch (discovered)"),
+    "fabric:core": ("diamond-tall", 19, "#862e9c", "core switch (discovered)"),
+    "fabric:other": ("triangle-up", 18, "#364fc7", "switch (discovered)"),
+}
+
+
+def _fabric_link_label(h: Mapping) -> str:
+    """A discovered cable bundle's words under the line: ``4X NDR`` and ``2 x 8 cables`` when its stage
+    spreads over several equal-cost bundles."""
+    rate = " ".join(x for x in (h.get("width"), h.get("speed")) if x) or "IB link"
+    n, links = h.get("equal_cost") or 1, h.get("links") or 1
+    if n > 1:
+        return f"{rate}, {n} x {links} cables"
+    return f"{rate}, {links} cables" if links > 1 else rate
+
+
+def _switch_points(path: Mapping) -> dict[str, Mapping]:
+    """``{fabric node id: the fabric_hops switch entry}`` of a discovered path."""
+    return {e["node"]: e for e in path.get("fabric_hops") or [] if e.get("kind") == "switch" and e.get("node")}
+
+
 def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) -> dict:
     """The hops of ``path_between`` as a horizontal chain: width and colour by GB/s per direction,
-    each hop labelled with its link and bandwidth, the bottleneck marked, hosts outlined."""
+    each hop labelled with its link and bandwidth, the bottleneck marked, hosts outlined.
+
+    Through a discovered fabric (``path["fabric"] == "discovered"``) every switch is drawn by its
+    name and tier (leaf, spine, core; hover: its full node description and how many switches are
+    equal-cost there), every cable bundle with its width, speed and GB/s (for a stage the routes
+    spread over, all its equal-cost bundles together), and the fabric part is outlined and titled
+    with the number of equal-cost routes and the narrowest cut. Under the rail model the switches
+    are the assumed rail switches, titled so."""
+    from apps.explorer.fabric_figures import short_name  # fabric_figures imports this module
+
     hops = list(path.get("hops") or [])
     kinds: dict[tuple, str] = {}
     for d in docs:
         for n in (d.get("graph") or {}).get("nodes", []):
             kinds[(d.get("hostname"), n["id"])] = n["kind"]
             kinds[(d.get("hostname"), n.get("label"))] = n["kind"]
+    discovered = path.get("fabric") == "discovered"
+    switches = _switch_points(path) if discovered else {}
     data: list[dict] = []
     annotations: list[dict] = []
     shapes: list[dict] = []
@@ -554,42 +593,46 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
         width = 2 + (min(gbs, 400) / 400 * 14 if gbs else 0)
         is_bn = i == bottleneck
         kind = h.get("kind") or "?"
-        label = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch", "cpu_link": "CPU link",
-                 "inter_socket": "inter-socket", "host_memory_copy": "host memory copy",
-                 "fabric": "network"}.get(kind, kind)
+        label = _fabric_link_label(h) if kind == "fabric_link" else HOP_LABELS.get(kind, kind)
         note = f"<br>{esc(h['note'])}" if h.get("note") else ""
         flows = h.get("flows") or 1
         data.append(dict(type="scatter", mode="lines", x=[i, i + 1], y=[0, 0], hoverinfo="text",
-                         hovertext=f"hop {i + 1}: {esc(h['from'])} -> {esc(h['to'])}<br>{label}: {_fmt(gbs)} GB/s"
+                         hovertext=f"hop {i + 1}: {esc(h['from'])} -> {esc(h['to'])}<br>{esc(label)}: {_fmt(gbs)} GB/s"
                                    f"{' (* assumed)' if h.get('assumed') else ''} "
                                    f"per direction expected ({_fmt(h.get('spec_gbs'))} spec), {flows} flow(s){note}",
                          line=dict(color=band[1], width=width), showlegend=False, name=f"hop {i + 1}",
                          meta="bottleneck" if is_bn else "hop"))
         star = "*" if h.get("assumed") else ""
         annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=10),
-                                text=f"{label}<br><b>{_fmt(gbs)} GB/s{star}</b>"))
+                                text=f"{esc(label)}<br><b>{_fmt(gbs)} GB/s{star}</b>"))
         if is_bn:
             annotations.append(dict(x=i + 0.5, y=0, yshift=-30, showarrow=False,
                                     text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=11)))
             shapes.append(dict(type="rect", x0=i + 0.05, x1=i + 0.95, y0=-0.5, y1=0.5,
                                line=dict(color="#c92a2a", width=2, dash="dot")))
-    style = {k: v for k, v in KIND_STYLE.items()}
-    style["fabric"] = ("triangle-up", 18, "#495057", "network switch (assumed)")
+    style = {**KIND_STYLE, **FABRIC_STYLE}
     xs_by: dict[str, list] = defaultdict(list)
     for i, (name, host, nid) in enumerate(points):
         kind = _hop_kind_of(nid or name, host, kinds)
+        sw = switches.get(nid) if host is None else None
+        if sw is not None:
+            tier = sw.get("tier")
+            kind = f"fabric:{tier}" if f"fabric:{tier}" in style else "fabric:other"
+            more = f"<br>1 of {sw['choices']} equal-cost {esc(tier or 'switch')}es here" if (sw.get("choices") or 1) > 1 \
+                else ""
+            xs_by[kind].append((i, short_name(name), f"{esc(tier or 'switch')} {esc(name)}{more}"))
+            continue
         if kind not in style:
             kind = "other"
-        xs_by[kind].append((i, name, host))
+        xs_by[kind].append((i, name, f"{esc(host) + ': ' if host else ''}{esc(name)}"))
     for kind, items in xs_by.items():
         symbol, size, colour, label = style[kind]
         data.append(dict(type="scatter", mode="markers+text", x=[i for i, _, _ in items], y=[0] * len(items),
                          text=[esc(n).replace(" (", "<br>(") for _, n, _ in items], textposition="bottom center",
-                         textfont=dict(size=9.5),
-                         hovertext=[f"{esc(h) + ': ' if h else ''}{esc(n)}" for _, n, h in items], hoverinfo="text",
+                         textfont=dict(size=9.5), hovertext=[t for _, _, t in items], hoverinfo="text",
                          marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=1, color="#fff")),
                          name=label))
-    # host bands
+    # host bands, and the fabric's between them
     spans: list[list] = []
     for i, (_, host, _) in enumerate(points):
         if spans and spans[-1][0] == host:
@@ -598,6 +641,13 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
             spans.append([host, i, i])
     for host, a, b in spans:
         if host is None:
+            if path.get("fabric") in ("discovered", "assumed"):
+                shapes.append(dict(type="rect", x0=a - 0.45, x1=b + 0.45, y0=-0.95, y1=0.95, layer="below",
+                                   line=dict(color="#c5cbd6", width=1, dash="dot"),
+                                   fillcolor="rgba(11,114,133,0.04)" if discovered else "rgba(73,80,87,0.03)"))
+                annotations.append(dict(x=(a + b) / 2, y=-0.95, yanchor="bottom", showarrow=False,
+                                        text=esc(fabric_band_title(path)), font=dict(size=10.5, color="#0b7285"
+                                                                                     if discovered else "#495057")))
             continue
         shapes.append(dict(type="rect", x0=a - 0.4, x1=b + 0.4, y0=-0.95, y1=0.95, layer="below",
                            line=dict(color="#d9dde5", width=1), fillcolor="rgba(36,87,197,0.04)"))
@@ -612,6 +662,27 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
         layout["annotations"] = [dict(text=esc(path.get("explanation") or "no path"), showarrow=False,
                                       xref="paper", yref="paper", x=0.5, y=0.5)]
     return {"data": data, "layout": layout}
+
+
+def fabric_band_title(path: Mapping) -> str:
+    """The words over the fabric part of a cross-host path drawing.
+
+    >>> fabric_band_title({"fabric": "discovered", "equal_cost_paths": 2, "fabric_cut": {"where": "host link"}})
+    'fabric (discovered): 2 equal-cost routes'
+    >>> fabric_band_title({"fabric": "discovered", "equal_cost_paths": 16,
+    ...                    "fabric_cut": {"where": "fabric", "expected_gbs": 37.2}})
+    'fabric (discovered): 16 equal-cost routes, narrowest cut 37.2 GB/s (the bottleneck)'
+    >>> fabric_band_title({"fabric": "assumed"})
+    'fabric assumed (rail model)'
+    """
+    if path.get("fabric") != "discovered":
+        return "fabric assumed (rail model)"
+    n = path.get("equal_cost_paths") or 0
+    text = f"fabric (discovered): {n} equal-cost route{'' if n == 1 else 's'}"
+    cut = path.get("fabric_cut") or {}
+    if cut.get("where") == "fabric":
+        text += f", narrowest cut {_fmt(cut.get('expected_gbs'))} GB/s (the bottleneck)"
+    return text
 
 
 # -- capacity ---------------------------------------------------------------------------------

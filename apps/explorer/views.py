@@ -18,13 +18,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.domain.analysis import path_between
 from apps.domain.compare import compare_docs
 from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.errors import ParseError
 from apps.domain.names import natural_key
 from apps.domain.shellsafe import export_block
-from apps.explorer import figures, fleet, labels, run_lists, tables
+from apps.explorer import figures, fleet, labels, path_fabric, run_lists, tables
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.explorer.paste import FABRIC_KINDS, PASTE_KINDS, Section, split_paste
@@ -94,7 +93,10 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
                      "nic_rates": labels.nic_rates(s.nic_models),
                      "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count})
     hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
+    from apps.explorer.fabric_pages import fleet_findings  # that module builds on this one's helpers
+
     return render(request, "explorer/cluster.html", {
+        "fleet": fleet_findings(c) if snaps else {"findings": [], "unknowns": []},
         "runs": run_lists.runs_table(ingest.cluster_runs(c, 20)),
         "cluster": c, "rows": rows, "host_rows": tables.host_rows_html(rows, c.name), "groups": view.groups, "odd_count": len(view.odd),
         "totals": fleet.severity_totals(snaps), "severities": SEVERITIES, "hosts_without": hosts_without,
@@ -171,14 +173,14 @@ def _path_context(src_ref: str, dst_ref: str, user) -> dict:
     snap_b, gpu_b = ingest.resolve_gpu_ref(dst_ref, user)
     doc_a = snap_a.document
     doc_b = doc_a if snap_b.pk == snap_a.pk else snap_b.document
-    # what ingest.path_between_refs answers, on the documents already read
-    result = {**path_between(doc_a, gpu_a, doc_b, gpu_b), "src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk}
+    # what ingest.path_between_refs answers (through the cluster's fabric), on the documents already read
+    result = ingest.path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b, doc_a=doc_a, doc_b=doc_b)
     hops = result.get("hops") or []
     bn = result.get("bottleneck")
     return {"assumed_any": any(h.get("assumed") for h in hops),
             "bottleneck_assumed": isinstance(bn, int) and 0 <= bn < len(hops) and bool(hops[bn].get("assumed")),
             "src": _endpoint(snap_a, gpu_a), "dst": _endpoint(snap_b, gpu_b), "result": result, "hops": hops,
-            "fig_path": figures.path_figure_json(result, [doc_a, doc_b]),
+            "fig_path": figures.path_figure_json(result, [doc_a, doc_b]), "fabric": path_fabric.fabric_panel(result),
             "gdr_src": _gdr_words(doc_a, gpu_a), "gdr_dst": _gdr_words(doc_b, gpu_b),
             "doc_a": doc_a, "doc_b": doc_b}
 

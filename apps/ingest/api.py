@@ -22,6 +22,7 @@ Fabric (write: agent token, or a login with the editor role; read: session, or t
     GET  /api/v1/fabric/{id}/raw               its text exactly as received
     GET  /api/v1/clusters/{cluster}/fabric     every fabric upload, newest first, and the one in force
     GET  /api/v1/clusters/{cluster}/fabric/compare?from=ID&to=ID   what changed between two discoveries
+    GET  /api/v1/clusters/{cluster}/fabric/job?hosts=...&algorithm=ring   a job's contention on the fabric
 
 Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
 """
@@ -595,6 +596,27 @@ def list_fabric(request: HttpRequest, cluster: str, kind: str | None = None):
     rows = fabrics.fabric_versions(c, kinds=[kind] if kind else None)[:500]
     return {"cluster": c.name, "in_force": in_force.pk if in_force else None, "page": request.build_absolute_uri(
         fabrics.fabric_page_path(c.name)), "versions": [fabrics.fabric_summary(r) for r in rows]}
+
+
+@api.get("/clusters/{cluster}/fabric/job", auth=django_auth, url_name="cluster-fabric-job",
+         summary="A job's hosts on the fabric in force: leaf uplink contention, rail alignment, L04/L08, a verdict")
+def fabric_job(request: HttpRequest, cluster: str, hosts: str = "", algorithm: str = "ring"):
+    """``hosts``: the job's hosts in rank order (names, comma or space separated, or globs such as
+    ``h100-n0*``); ``algorithm``: ``ring`` or ``tree``. The answer is ``fabrics.job_on_fabric``:
+    ``contention`` (``apps.domain.fabric_jobs.job_contention``), ``findings`` (L04, L08),
+    ``leaf_rails``, ``verdict``, ``hosts`` as matched and ``unmatched``. 404 without a discovery."""
+    c = _cluster_or_404(request, cluster)
+    if not hosts.strip():
+        return error(request, "hosts: missing; e.g. ?hosts=h100-n0*&algorithm=ring", 400, "invalid_field",
+                     field="hosts")
+    try:
+        report = fabrics.job_on_fabric(c, hosts, algorithm)
+    except ValueError as exc:
+        field = "algorithm" if str(exc).startswith("algorithm") else "hosts"
+        return error(request, str(exc), 400, "invalid_field", field=field)
+    if report is None:
+        return error(request, f"cluster {c.name!r} has no readable fabric discovery", 404, "not_found")
+    return report
 
 
 def _discovery_of(request: HttpRequest, c: Cluster, name: str, value: str) -> Fabric | HttpResponse | None:

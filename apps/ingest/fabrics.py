@@ -38,6 +38,24 @@ and the agent's uploads call it. Signatures (keyword-only after the ``*``):
     description joins, marked ``match: "name"``) and the hosts' latest per-host LLDP uploads.
     None when the cluster has no readable discovery then.
 ``fabric_error_text(fabric) -> str``  ``FILE:LINE: reason`` of a failed upload.
+``fabric_view(cf) -> FabricView``
+    ``apps.domain.fabric_paths.FabricView.build(cf.graph, cf.attachments)``, built once per Fabric
+    id and set of attached hosts (their GUID rows and LLDP) and kept in an in-process LRU
+    (``VIEW_CACHE_SIZE`` views): the fabric page, the path API and pages, the job contention and the
+    Slurm export share it (its route summaries are kept on it).
+``path_fabric(cluster_a, cluster_b, at=None) -> (ClusterFabric | None, reason | None)``
+    The fabric a cross-host path between hosts of these clusters goes through: the discovery of
+    their cluster in force at ``at`` (the later of the two snapshots), with the hosts in force then;
+    None and the reason when the hosts are in two clusters or the cluster has no readable discovery
+    then (the path then takes the rail model, labelled assumed).
+``job_on_fabric(cluster, spec, algorithm="ring") -> dict | None``
+    A job's hosts (``spec``: names, comma or space separated, or globs such as ``h100-n0*``;
+    ``apps.domain.fabric_job_report.job_hosts``) on the fabric in force: ``{"cluster",
+    "fabric_id", "hosts", "unmatched", "algorithm", "contention", "findings", "leaf_rails",
+    "verdict"}`` (``fabric_job_report.job_report``, with each host's compute NICs from its snapshot
+    in force). None when the cluster has no readable discovery; ``ValueError`` (the message names
+    the field) when ``spec`` names no host of the cluster, names more than ``MAX_JOB_HOSTS`` or
+    ``algorithm`` is not ring or tree.
 
 :class:`ClusterFabric` (frozen): ``fabric`` (the Fabric row), ``graph`` (shared, read-only),
 ``attachments`` (``attach_hosts``'s ``{"hosts": {host: [row]}, "unmatched": [port rows no CA
@@ -78,6 +96,9 @@ from django.utils import timezone
 
 from apps.domain import fabric as fabric_graphs
 from apps.domain.errors import ParseError, UnknownKindError
+from apps.domain.fabric_job_report import MAX_JOB_HOSTS, job_hosts, job_report
+from apps.domain.fabric_jobs import ALGORITHMS
+from apps.domain.fabric_paths import FabricView
 from apps.domain.parsers import ALL_KINDS, detect_kind, kinds_of, to_jsonable
 from apps.ingest.models import AgentToken, Cluster, Fabric, Host, Snapshot, Upload
 from apps.ingest.reports import HOSTNAME_RE, ReportRejected, parse_collected_at
@@ -99,6 +120,7 @@ DOCUMENT_KEEP_BYTES = 4 << 20
 GRAPH_CACHE_SIZE = 8  # fabric graphs kept in memory per process (a 2,000-switch graph is ~100 MB)
 HOST_PORTS_CACHE_SIZE = 8192  # snapshots whose GUID rows are kept (a few hundred bytes each)
 ATTACH_CACHE_SIZE = 16  # host attachments kept, per (fabric, snapshots in force, LLDP uploads)
+VIEW_CACHE_SIZE = 8  # FabricViews kept, per (fabric, hosts attached); each holds its route summaries
 
 
 class _Lru:
@@ -131,11 +153,12 @@ class _Lru:
 _GRAPHS = _Lru(GRAPH_CACHE_SIZE)
 _HOST_PORTS = _Lru(HOST_PORTS_CACHE_SIZE)
 _ATTACHED = _Lru(ATTACH_CACHE_SIZE)
+_VIEWS = _Lru(VIEW_CACHE_SIZE)
 
 
 def clear_caches() -> None:
     """Forget every cached graph and join (tests; a process never needs it: rows are never changed)."""
-    for cache in (_GRAPHS, _HOST_PORTS, _ATTACHED):
+    for cache in (_GRAPHS, _HOST_PORTS, _ATTACHED, _VIEWS):
         cache.clear()
 
 
@@ -402,6 +425,8 @@ class ClusterFabric:
     host_of_ca: dict[str, str]
     unmatched_hosts: list[dict] = field(default_factory=list)
     unclaimed: list[dict] = field(default_factory=list)
+    join_key: tuple | None = None  # (fabric id, content hash, hosts, snapshots, LLDP uploads): fabric_view's key
+    host_ports: dict = field(default_factory=dict)  # {hostname: GUID rows} (fabric.host_ports_from_ib) the join read
 
 
 def _snapshots_in_force(cluster: Cluster, at: datetime | None) -> list[tuple[str, int, int, str]]:
@@ -525,7 +550,8 @@ def _unclaimed(G: nx.Graph, host_of_ca: dict[str, str], hostnames: set[str]) -> 
     return out
 
 
-def _attach(fabric: Fabric, G: nx.Graph, cluster: Cluster, at: datetime | None) -> tuple[dict, dict, list, list]:
+def _attach(fabric: Fabric, G: nx.Graph, cluster: Cluster,
+            at: datetime | None) -> tuple[dict, dict, list, list, tuple, dict]:
     hosts = list(Host.objects.filter(cluster=cluster).order_by("pk").values_list("pk", "hostname"))
     snapshots = _snapshots_in_force(cluster, at)
     per_host = _per_host_uploads(cluster, at)
@@ -539,7 +565,8 @@ def _attach(fabric: Fabric, G: nx.Graph, cluster: Cluster, at: datetime | None) 
     attached = fabric_graphs.attach_hosts(G, host_ports)
     attached["lldp"] = _lldp_rows(per_host)
     host_of_ca = {row["ca"]: hostname for hostname, rows in attached["hosts"].items() for row in rows}
-    value = (attached, host_of_ca, _unmatched_hosts(host_ports, attached), _unclaimed(G, host_of_ca, set(host_ports)))
+    value = (attached, host_of_ca, _unmatched_hosts(host_ports, attached), _unclaimed(G, host_of_ca, set(host_ports)),
+             key, host_ports)
     _ATTACHED.put(key, value)
     return value
 
@@ -553,7 +580,63 @@ def cluster_fabric(cluster: Cluster, at: datetime | None = None, *, fabric: Fabr
     elif fabric.cluster_id != cluster.pk:
         raise ValueError(f"fabric {fabric.pk} belongs to another cluster")
     G = fabric_graph(fabric)
-    attached, host_of_ca, unmatched, unclaimed = _attach(fabric, G, cluster, at)
+    attached, host_of_ca, unmatched, unclaimed, key, host_ports = _attach(fabric, G, cluster, at)
     return ClusterFabric(fabric=fabric, graph=G, attachments=attached, host_of_ca=host_of_ca,
-                         unmatched_hosts=unmatched, unclaimed=unclaimed)
+                         unmatched_hosts=unmatched, unclaimed=unclaimed, join_key=(fabric.pk,) + key,
+                         host_ports=host_ports)
 
+
+def fabric_view(cf: ClusterFabric) -> FabricView:
+    """The :class:`FabricView` of a cluster's fabric and hosts, built once per Fabric id and host join
+    (``cf.join_key``: the discovery, the hosts, their snapshots and LLDP uploads in force); shared:
+    do not change it."""
+    key = cf.join_key or (cf.fabric.pk, cf.fabric.content_hash, id(cf.attachments))
+    kept = _VIEWS.get(key)
+    if kept is not None and kept[0] is cf.graph:
+        return kept[1]
+    view = FabricView.build(cf.graph, cf.attachments)
+    _VIEWS.put(key, (cf.graph, view))
+    return view
+
+
+def path_fabric(cluster_a: Cluster, cluster_b: Cluster, at: datetime | None = None
+                ) -> tuple[ClusterFabric | None, str | None]:
+    """The fabric a path between a host of ``cluster_a`` and one of ``cluster_b`` goes through, in
+    force at ``at``; else None and why (see the module docstring)."""
+    if cluster_a.pk != cluster_b.pk:
+        return None, (f"the hosts are in two clusters ({cluster_a.name}, {cluster_b.name}): no one fabric "
+                      "discovery joins them")
+    cf = cluster_fabric(cluster_a, at)
+    if cf is None:
+        when = f" taken by {at:%Y-%m-%d %H:%M} UTC" if at is not None and latest_fabric(cluster_a) else ""
+        return None, f"no discovery stored for cluster {cluster_a.name}{when} (send one: agent --fabric)"
+    return cf, None
+
+
+
+def _job_docs(cluster: Cluster, hosts: list[str]) -> dict[str, dict]:
+    """``{host: {"hostname", "nics"}}`` of the hosts' snapshots in force: the part the job model reads."""
+    wanted = set(hosts)
+    ids = [snap for hostname, snap, _u, _d in _snapshots_in_force(cluster, None) if hostname in wanted]
+    return {h: {"hostname": h, "nics": nics or []}
+            for h, nics in Snapshot.objects.filter(pk__in=ids).values_list("host__hostname", "document__nics")}
+
+
+def job_on_fabric(cluster: Cluster, spec: str, algorithm: str = "ring") -> dict | None:
+    """A job's contention, findings and verdict on the cluster's fabric in force; see the module docstring."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: {str(algorithm)[:20]!r} is not one of {', '.join(ALGORITHMS)}")
+    cf = cluster_fabric(cluster)
+    if cf is None:
+        return None
+    names = list(Host.objects.filter(cluster=cluster).values_list("hostname", flat=True))
+    hosts, unmatched = job_hosts(spec, names)
+    if not hosts:
+        shown = ", ".join(unmatched[:5]) or "nothing"
+        raise ValueError(f"hosts: {shown} names no host of cluster {cluster.name} (give names, comma or space "
+                         "separated, or a glob such as h100-n0*)")
+    if len(hosts) > MAX_JOB_HOSTS:
+        raise ValueError(f"hosts: {len(hosts)} hosts named; at most {MAX_JOB_HOSTS} per query")
+    report = job_report(fabric_view(cf), _job_docs(cluster, hosts), hosts, algorithm)
+    return {"cluster": cluster.name, "fabric_id": cf.fabric.pk, "hosts": hosts, "unmatched": unmatched,
+            "algorithm": algorithm, **report}

@@ -13,6 +13,14 @@
     a cluster ``user`` may view (``ANYONE``: no check, for share links); raises ``RefError``
     (``.status`` 400 or 404) naming what is wrong.
 ``path_between_refs(src, dst, user) -> dict``  ``apps.domain.analysis.path_between`` on stored documents.
+``path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b, doc_a=None, doc_b=None) -> dict``
+    The same on two resolved snapshots (documents already read may be passed). A cross-host path
+    goes through the cluster's fabric (``fabrics.path_fabric``: both hosts in one cluster with a
+    readable discovery in force, ``fabrics.fabric_view``) when there is one, else the rail model.
+    The fabric in force is the newest when both snapshots are their hosts' newest, else the one in
+    force when the later of the two was collected. The answer adds ``fabric_id`` and
+    ``fabric_taken_at`` (None under the rail model) and, when no discovery applies,
+    ``fabric_reason`` says why (no discovery stored for the cluster, hosts in two clusters).
 ``run_summary(run) -> dict``  a run as the API lists it (no raw text, no result).
 ``cluster_runs(cluster, limit=50, verdict=None)`` / ``host_runs(host, limit=50)`` -> QuerySet[Run]
     newest first (by when they were measured), raw text and parsed result deferred.
@@ -166,12 +174,43 @@ def resolve_gpu_ref(ref: str, user) -> tuple[Snapshot, str]:
 
 
 def path_between_refs(src: str, dst: str, user) -> dict:
-    from apps.domain.analysis import path_between
-
     snap_a, gpu_a = resolve_gpu_ref(src, user)
     snap_b, gpu_b = resolve_gpu_ref(dst, user)
-    result = path_between(snap_a.document, gpu_a, snap_b.document, gpu_b)
-    return {**result, "src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk}
+    return path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b)
+
+
+def _is_newest(snapshot: Snapshot) -> bool:
+    return not Snapshot.objects.filter(host_id=snapshot.host_id).filter(
+        Q(collected_at__gt=snapshot.collected_at) | Q(collected_at=snapshot.collected_at, id__gt=snapshot.pk)).exists()
+
+
+def _fabric_moment(snap_a: Snapshot, snap_b: Snapshot) -> datetime | None:
+    """When the fabric of a path between these snapshots is read: now (None) when both are their
+    hosts' newest, else when the later of the two was collected."""
+    if _is_newest(snap_a) and _is_newest(snap_b):
+        return None
+    return max(snap_a.collected_at, snap_b.collected_at)
+
+
+def path_between_snapshots(snap_a: Snapshot, gpu_a: str, snap_b: Snapshot, gpu_b: str,
+                           doc_a: dict | None = None, doc_b: dict | None = None) -> dict:
+    """``path_between`` on two snapshots, through the cluster's fabric when one is in force (module docstring)."""
+    from apps.domain.analysis import path_between
+    from apps.ingest import fabrics
+
+    doc_a = snap_a.document if doc_a is None else doc_a
+    doc_b = (doc_a if snap_b.pk == snap_a.pk else snap_b.document) if doc_b is None else doc_b
+    cf = why = view = None
+    if snap_a.host_id != snap_b.host_id:
+        cf, why = fabrics.path_fabric(snap_a.host.cluster, snap_b.host.cluster, _fabric_moment(snap_a, snap_b))
+        view = fabrics.fabric_view(cf) if cf is not None else None
+    result = path_between(doc_a, gpu_a, doc_b, gpu_b, fabric=view)
+    extra = {"src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk,
+             "fabric_id": cf.fabric.pk if cf is not None else None,
+             "fabric_taken_at": cf.fabric.taken_at if cf is not None else None}
+    if why and result.get("fabric") == "assumed" and not result.get("fabric_reason"):
+        extra["fabric_reason"] = why
+    return {**result, **extra}
 
 
 # ------------------------------------------------------------------------------------------ runs

@@ -16,8 +16,7 @@ from tests.browser.test_ui import wait_plots
 from tests.domain.test_fabric_compare import SUPERPOD
 from tests.explorer import helpers as h
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True),
-              pytest.mark.skipif(not SUPERPOD.is_file(), reason="no real captures")]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LEAF_04_04 = "ib:0x2c5eab0300b87b40"  # "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1", hosts a08-p1-dgx-04-c01..c17 on ports 1-17
 

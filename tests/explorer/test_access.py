@@ -68,6 +68,7 @@ def red_urls(w) -> list[str]:
         "/c/red/fabric/", f"/api/v1/fabric/{w['red_fabric'].pk}", f"/api/v1/fabric/{w['red_fabric'].pk}/raw",
         "/api/v1/clusters/red/fabric",
         f"/api/v1/clusters/red/fabric/compare?from={w['red_fabric'].pk}&to={w['red_fabric'].pk}",
+        "/api/v1/clusters/red/fabric/job?hosts=red-*&algorithm=ring", "/c/red/fabric/?job=red-01",
     ]
 
 
@@ -227,7 +228,7 @@ COVERED = {
     "api:snapshot", "api:upload-status", "api:upload-report", "api:path",  # red_urls, members vs outsider
     "explorer:run", "api:run", "api:run-raw", "api:cluster-runs",  # red_urls too (the world's red run)
     "explorer:fabric", "api:fabric", "api:fabric-raw", "api:cluster-fabric",  # red_urls too (red's discovery)
-    "api:cluster-fabric-compare",
+    "api:cluster-fabric-compare", "api:cluster-fabric-job",  # red_urls too
     "api:fabric-upload",  # test_posting_a_fabric_needs_the_editor_role_or_the_clusters_token
     "explorer:run-paste",  # test_run_paste_needs_the_editor_role_and_refusal_writes_nothing
     "api:runs",  # test_posting_runs_needs_the_editor_role_or_the_clusters_token

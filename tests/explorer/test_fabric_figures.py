@@ -23,10 +23,9 @@ from apps.domain.parsers import ibnetdiscover, iblinkinfo
 from apps.explorer import fabric_figures as ff
 from bench.fabric_synth import synthetic_ibnetdiscover
 
-REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
-SUPERPOD = REALDATA / "ibnetdiscover" / "nvidia_topograph_dgx_h100_superpod_ndr_mqm9701_40sw_582ca.out"
-TEAKER = REALDATA / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt"
-needs_realdata = pytest.mark.skipif(not SUPERPOD.is_file(), reason=f"the real captures are not at {REALDATA}")
+FIX = Path(__file__).resolve().parents[1] / "fixtures"  # real captures copied from ../shared/realdata
+SUPERPOD = FIX / "ibnetdiscover" / "nvidia_topograph_dgx_h100_superpod_ndr_mqm9701_40sw_582ca.txt"
+TEAKER = FIX / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt"
 
 MARKERS = ("switch", "group", "host", "hosts", "ca")
 
@@ -55,7 +54,6 @@ def synthetic_2000():
     return fabric.build_fabric(ibnetdiscover.parse(synthetic_ibnetdiscover()))
 
 
-@needs_realdata
 def test_a_small_fabric_is_drawn_switch_by_switch_with_hosts_below_their_leaf(teaker):
     urls = {f"teaker-{i}": f"/c/lab/h/teaker-{i}/" for i in (4, 5, 6)}
     d = ff.fabric_drawing(teaker, host_urls=urls)
@@ -80,7 +78,6 @@ def test_a_small_fabric_is_drawn_switch_by_switch_with_hosts_below_their_leaf(te
     assert all(y < leaf_y for t in markers(fig, "host") for y in t.y)  # hosts below their leaf
 
 
-@needs_realdata
 def test_a_slow_cable_and_a_port_down_are_marked_distinctly(teaker):
     """SYNTHETIC derivation of the real teaker capture: the teaker-6 cable (switch port 6) trained at
     1X, and the teaker-7 cable (switch port 5) Initializing, at both ends."""
@@ -103,7 +100,6 @@ def test_a_slow_cable_and_a_port_down_are_marked_distinctly(teaker):
     assert "no Active cable" in {t.name for t in fig.data if t.meta == "link"}
 
 
-@needs_realdata
 def test_the_superpod_is_drawn_by_group_leaves_sharing_their_spines(superpod):
     d = ff.fabric_drawing(superpod)
     assert d.mode == "grouped" and len(d.boxes) <= ff.BUDGET
@@ -125,7 +121,6 @@ def test_the_superpod_is_drawn_by_group_leaves_sharing_their_spines(superpod):
     assert "SHARP aggregation node" in " ".join(h for _t, _cd, h in points(fig, "group", "switch"))
 
 
-@needs_realdata
 def test_expanding_a_group_and_then_one_leaf_draws_its_hosts_one_by_one(superpod):
     closed = ff.fabric_drawing(superpod)
     big = max((b for b in closed.boxes.values() if b.kind == "group" and b.tier == "leaf"), key=lambda b: b.count)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -22,10 +23,10 @@ from apps.ingest.models import Fabric
 from tests.domain.test_fabric_compare import LEAF, SPINE, SUPERPOD, superpod_next_day
 from tests.explorer import helpers as h
 
-pytestmark = [pytest.mark.django_db, pytest.mark.skipif(not SUPERPOD.is_file(), reason="no real captures")]
+pytestmark = pytest.mark.django_db
 
-REALDATA = SUPERPOD.parents[1]
-IBM_2NODE = REALDATA / "ibnetdiscover" / "ibm_pcm_2node_mt43132_8port_switch_sdr_2009.txt"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"  # real captures copied from ../shared/realdata
+IBM_2NODE = FIX / "ibnetdiscover" / "ibm_pcm_2node_mt43132_8port_switch_sdr_2009.txt"
 
 
 @pytest.fixture(autouse=True)
@@ -180,7 +181,7 @@ def test_problems_and_sentence_of_a_fabric_with_a_port_down_to_a_host():
     Initializing (physically up, no subnet manager brought it up) at both ends."""
     from apps.domain import fabric
     from apps.domain.parsers import iblinkinfo
-    text = (REALDATA / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt").read_text()
+    text = (FIX / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt").read_text()
     old_ca = '5    1[  ] ==( 4X          10.0 Gbps Active/  LinkUp)==>       2    5[  ]'
     old_sw = '2    5[  ] ==( 4X          10.0 Gbps Active/  LinkUp)==>       5    1[  ]'
     assert text.count(old_ca) == 1 and text.count(old_sw) == 1

@@ -40,7 +40,7 @@ def get(mapping, key):
 
 HOP_KINDS = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch", "cpu_link": "CPU link",
              "inter_socket": "inter-socket (UPI / xGMI)", "host_memory_copy": "copy through host memory",
-             "fabric": "network"}
+             "fabric": "network (assumed rail switch)", "fabric_link": "InfiniBand cable (discovered)"}
 
 
 @register.filter

@@ -151,7 +151,13 @@ def _cluster_docs(name: str) -> list[dict]:
 
 
 def _cluster_fabric(name: str):
-    """The cluster's newest fabric graph. No fabric reports are stored yet (apps/ingest/models.py
-    has no fabric model): this is where the fabric store's selector is called once it exists."""
-    _cluster(name)
-    raise CommandError(f"cluster {name} has no fabric report yet; use --ibnetdiscover FILE", returncode=2)
+    """The graph of the cluster's fabric in force (``fabrics.cluster_fabric``: its newest readable
+    ``ibnetdiscover``/``iblinkinfo``), shared and read-only; a CommandError when it has none."""
+    from apps.ingest import fabrics
+
+    cluster = _cluster(name)
+    cf = fabrics.cluster_fabric(cluster)
+    if cf is None:
+        raise CommandError(f"cluster {name} has no readable fabric discovery stored (send one: agent --fabric, or "
+                           "POST /api/v1/fabric); or use --ibnetdiscover FILE", returncode=2)
+    return cf.graph
