@@ -271,13 +271,17 @@ def host_ports_from_ib(reports: Mapping[str, Any]) -> dict[str, list[dict]]:
     Returns
     -------
     dict
-        ``{host: [{"nic", "port", "port_guid", "node_guid"}]}``, every port that has a GUID.
+        ``{host: [{"nic", "port", "port_guid", "node_guid"}]}``, every InfiniBand port that has a GUID
+        (a RoCE port, link layer Ethernet, is never in an InfiniBand discovery; a port whose link layer
+        was not reported is kept).
     """
     out: dict[str, list[dict]] = {}
     for host, result in reports.items():
         rows = out.setdefault(host, [])
         for ca in _f(result, "cas", ()):
             for p in _f(ca, "ports", ()):
+                if str(_f(p, "link_layer") or "").lower() == "ethernet":
+                    continue
                 if _f(p, "port_guid") or _f(ca, "node_guid"):
                     rows.append({"nic": _f(ca, "name"), "port": _f(p, "number"), "port_guid": _f(p, "port_guid"),
                                  "node_guid": _f(ca, "node_guid")})

@@ -457,12 +457,15 @@ def rule_l05(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
     adapters or the host's GUIDs are among the unmatched rows of the join. A host whose adapters
     the fabric knows by description only under other names (``HCA-1`` vs ``mlx5_0``) is not judged.
     The NIC's state says why: a port that is not linked is not discovered. HIGH.
+    A host none of whose adapters the fabric has (its GUIDs all unmatched) is another case: a discovery
+    sees one subnet, and a second island or subnet (another pod, storage) is not in it. Those hosts make
+    one LOW finding naming them all, asking for the other subnet's discovery.
     Source: ibnetdiscover(8); ibstat(8).
     """
     unmatched: dict[str, list[dict]] = {}
     for row in view.attachments.get("unmatched") or ():
         unmatched.setdefault(host_key(str(row.get("host"))), []).append(row)
-    out = []
+    out, elsewhere = [], []
     for host, doc in sorted(docs.items(), key=lambda kv: natural_key(kv[0])):
         ib = [n for n in doc.get("nics", []) if _ib(n) and n.get("compute", True)]
         if not ib:
@@ -471,6 +474,9 @@ def rule_l05(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
         gone = [n for n in ib if view.attachment(host, n["name"], n.get("port")) is None]
         guids = {str(r.get("nic")): r.get("port_guid") for r in unmatched.get(host_key(host), [])}
         if not gone or (not known and not guids):
+            continue
+        if not known:
+            elsewhere.append((host, gone))
             continue
         by_name = all(r.get("match") == "name" for r in known.values())
         if known and by_name and not set(known) & {n["name"] for n in ib}:
@@ -489,6 +495,18 @@ def rule_l05(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
         out.append(_fabric_finding(L05, [host], [f"{host}/{n['name']}" for n in gone], msg,
                                    [_ev(None, None, host, n["name"], state=n.get("state"),
                                         port_guid=guids.get(n["name"])) for n in gone]))
+    if elsewhere:
+        hosts = [h for h, _ in elsewhere]
+        msg = (f"{len(hosts)} host(s) report InfiniBand ports of which the discovery has none ({join(hosts)}): they are "
+               "on another subnet or island than the one discovered, or the discovery did not reach them. Send the "
+               "ibnetdiscover of their subnet to see their switches; their paths use the rail model until then.")
+        out.append(_fabric_finding(L05, hosts, [f"{h}/{n['name']}" for h, gone in elsewhere for n in gone], msg,
+                                   [_ev(None, None, h, n["name"], state=n.get("state")) for h, gone in elsewhere
+                                    for n in gone],
+                                   severity="LOW", title="Hosts whose adapters are all absent from the fabric",
+                                   fix="Send the ibnetdiscover of their subnet (agent --fabric on one of them); if "
+                                       "they belong on this fabric, check their cabling to its leaves and the subnet "
+                                       "manager's partitions."))
     return out
 
 

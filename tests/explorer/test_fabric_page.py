@@ -149,8 +149,9 @@ def test_hosts_join_the_fabric_and_open_their_pages(signed_in):
     unmatched = html[html.index('id="unmatched-hosts"'):]
     assert f'href="/c/{c.name}/h/node-x/"' in unmatched and "its port GUIDs are not in this discovery" in unmatched
     findings = html[html.index('id="fabric-findings"'):html.index('id="unclaimed"')]
-    assert "HCA seen by the host but absent from the fabric</b> <span class=\"muted\">L05 &middot; node-x" in findings
-    assert "node-x sees 8 InfiniBand compute NIC(s)" in findings  # the mooncake ibstat: 8 CX-7 NDR ports
+    # none of node-x's adapters is in this discovery: another subnet as far as it can tell, one LOW finding
+    assert "Hosts whose adapters are all absent from the fabric</b> <span class=\"muted\">L05 &middot; node-x" in findings
+    assert "1 host(s) report InfiniBand ports of which the discovery has none (node-x)" in findings
     unclaimed = html[html.index('id="unclaimed"'):html.index('id="unmatched-hosts"')]
     assert "compute-00-00 HCA-1" in unclaimed and "0x0002c9030002847c" in unclaimed
 

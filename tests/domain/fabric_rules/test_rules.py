@@ -214,3 +214,15 @@ def test_findings_are_sorted_and_carry_evidence():
 def test_healthy_real_captures_have_no_findings(name):
     # EDR hosts on an HDR switch (only the SHARP node runs HDR), a grep'd EDR listing, two back-to-back DDR HCAs
     assert fabric_findings(view_of(REAL / "iblinkinfo" / name)) == []
+
+
+def test_l05_hosts_none_of_whose_adapters_are_in_the_discovery_make_one_low_finding(superpod_view):
+    """Two hosts the SuperPOD capture does not have (names not in it; SYNTHETIC pairing of a real ibstat
+    with them): their ports are on another subnet as far as this discovery knows, one LOW finding."""
+    pairs = [ibstat_doc("gpud_h100_8x_cx7_ndr_ib_plus_bluefield3_eth.txt", name) for name in ("pod2-n01", "pod2-n02")]
+    docs = [doc for doc, _ in pairs]
+    ports = fabric.host_ports_from_ib({doc["hostname"]: results["ibstat"] for doc, results in pairs})
+    view = FabricView.build(superpod_view.graph, fabric.attach_hosts(superpod_view.graph, ports))
+    (l05,) = rules(fabric_findings(view, docs), "L05")
+    assert l05["severity"] == "LOW" and l05["hosts"] == ["pod2-n01", "pod2-n02"]
+    assert l05["message"].startswith("2 host(s) report InfiniBand ports of which the discovery has none")
