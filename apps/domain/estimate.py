@@ -30,6 +30,7 @@ are latency-bound. ``suggest_nccl_settings(doc)`` lists the NCCL variables the l
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -277,6 +278,9 @@ class _Model:
     system: System
     graphs: Graphs
     env: Mapping[str, str]
+    #: the estimate of this model, once made: it reads nothing else, so the hosts of one layout
+    #: share it (each caller gets its own copy)
+    memo: dict = field(default_factory=dict)
 
 
 _CACHE: dict = {}
@@ -291,9 +295,11 @@ def _env(doc: Mapping[str, Any], env: Mapping[str, str] | None) -> dict[str, str
 
 
 def clear_caches() -> None:
-    """Forget every model kept (the benchmarks time the estimate cold)."""
+    """Forget every model kept (the benchmarks time the estimate cold), and the channel search's
+    integer views of the systems it searched."""
     _CACHE.clear()
     _LAYOUTS.clear()
+    nccl_search.clear_caches()
 
 
 def _layout_signature(doc: Mapping[str, Any], env: Mapping[str, str]) -> str:
@@ -351,6 +357,12 @@ def estimate(doc: Mapping[str, Any], *, graph: nx.Graph | None = None, env: Mapp
     shape under ``estimate``); ``graph`` is the document's HostGraph when at hand (else rebuilt),
     ``env`` the NCCL settings (else the document's ``nccl_env``)."""
     m = _model(doc, graph, env)
+    if "estimate" not in m.memo:
+        m.memo["estimate"] = _estimate(m)
+    return copy.deepcopy(m.memo["estimate"])
+
+
+def _estimate(m: _Model) -> dict:
     s = m.system
     notes: list[str] = []
     out = {"b_gpu_gbs": None, "b_node_gbs": None, "eta_intra": ETA_INTRA, "eta_net": ETA_NET, "points": [],

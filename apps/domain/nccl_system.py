@@ -340,13 +340,20 @@ def _socket_route(G: nx.Graph, c1: str, c2: str) -> list[str] | None:
         return None
 
 
-def _cpu_route(G: nx.Graph, g: str, n: str) -> list[str] | None:
+def _cpu_route(G: nx.Graph, g: str, n: str, sockets: dict | None = None) -> list[str] | None:
     """GPU ``g`` up to its CPU, across to the NIC's CPU, down to ``n``: data staged in host memory
-    local to the GPU (``addInterStep(CPU, localCpu, ...)``, paths.cc L844-855)."""
+    local to the GPU (``addInterStep(CPU, localCpu, ...)``, paths.cc L844-855). ``sockets`` keeps
+    the CPU-to-CPU routes found (one search per CPU pair for all the GPU x NET pairs)."""
     up_g, up_n = _ancestry(G, g), _ancestry(G, n)
     if G.nodes[up_g[-1]].get("kind") != "cpu" or G.nodes[up_n[-1]].get("kind") != "cpu":
         return None
-    mid = _socket_route(G, up_g[-1], up_n[-1])
+    key = (up_g[-1], up_n[-1])
+    if sockets is None or key not in sockets:
+        mid = _socket_route(G, *key)
+        if sockets is not None:
+            sockets[key] = mid
+    else:
+        mid = sockets[key]
     if mid is None:
         return None
     return up_g + mid[1:-1] + list(reversed(up_n))
@@ -363,6 +370,7 @@ def _net_paths(G: nx.Graph, doc: Mapping, gpus: tuple[str, ...], nets: list[Net]
     to_net: dict[tuple[str, str], Path] = {}
     from_net: dict[tuple[str, str], Path] = {}
     gdr: dict[tuple[str, str], bool] = {}
+    sockets: dict = {}
     for net in nets:
         cap[(net.node, net.id)] = cap[(net.id, net.node)] = net.gbs
         for g in gpus:
@@ -371,7 +379,7 @@ def _net_paths(G: nx.Graph, doc: Mapping, gpus: tuple[str, ...], nets: list[Net]
             if not t or g not in G or net.node not in G:
                 continue
             ok = bool(cell.get("gdr"))
-            nodes = paths.tree_route(G, g, net.node) if ok else _cpu_route(G, g, net.node)
+            nodes = paths.tree_route(G, g, net.node) if ok else _cpu_route(G, g, net.node, sockets)
             if not nodes:
                 continue
             t = t if ok else _worst(t, "PHB")

@@ -25,6 +25,8 @@ test_calibration.py does), and the case's name says so.
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,14 @@ def test_replayed_runs_change_nothing(monkeypatch):
     without = nccl_search.compute(system, "BALANCED_TREE", inter=False, min_channels=12, max_channels=12)
     assert with_replays == without
     assert (with_replays.n_channels, with_replays.bw_intra) == (12, 18.0)
+
+
+def test_the_kept_view_does_not_keep_its_system_alive():
+    """A worker analyses host after host: the integer view kept for a system goes with it."""
+    doc = CASES["a100_8nic_roce_topo"]()
+    system = est.link_figures(doc)
+    est.channel_search(system)
+    ref = weakref.ref(system)
+    del system
+    gc.collect()
+    assert ref() is None
