@@ -157,6 +157,9 @@ MAX_REPORT_BYTES = env_int("TOPOWEB_MAX_REPORT_BYTES", 5 * 1024 * 1024, minimum=
 MAX_FABRIC_BYTES = env_int("TOPOWEB_MAX_FABRIC_BYTES", 64 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_REPORT_BYTES, MAX_FABRIC_BYTES) + 1024 * 1024
 SWEEP_AFTER_SECONDS = env_int("TOPOWEB_SWEEP_AFTER_SECONDS", 120, minimum=1)
+# Raw text of uploads that created no snapshot (unchanged re-reports) is emptied after this many
+# days by prune_uploads (and the beat task); 0 keeps every raw upload forever.
+RAW_RETENTION_DAYS = env_int("TOPOWEB_RAW_RETENTION_DAYS", 0, minimum=0)
 # A report dated further ahead of the server's clock is dated by its arrival (it would pin "latest").
 CLOCK_SKEW_SECONDS = env_int("TOPOWEB_CLOCK_SKEW_SECONDS", 300, minimum=0)
 # Most members (archive entries, files of a folder) one bulk import reads; the rest is left unread.

@@ -188,15 +188,25 @@ def get_upload(request: HttpRequest, upload_id: int):
             return error(request, f"no upload {upload_id} sent with this token", 404, "not_found")
     elif upload is None or not access.has_role(request.user, upload.cluster, access.VIEWER):
         return error(request, f"no upload {upload_id}", 404, "not_found")
-    return selectors.upload_status(upload)
+    status = selectors.upload_status(upload)
+    # an unchanged re-report made no snapshot: it confirmed its host's latest one (processing.py)
+    status["unchanged"] = upload.same_as_id is not None
+    if upload.same_as_id is not None:
+        status["snapshot_id"] = upload.same_as_id
+    return status
 
 
 @api.get("/uploads/{upload_id}/report", auth=django_auth, url_name="upload-report",
          summary="The raw report exactly as received")
 def get_upload_report(request: HttpRequest, upload_id: int):
-    upload = Upload.objects.select_related("cluster").filter(pk=upload_id).only("raw", "cluster").first()
+    upload = (Upload.objects.select_related("cluster").filter(pk=upload_id)
+              .only("raw", "raw_pruned_at", "same_as", "cluster").first())
     if upload is None or not access.has_role(request.user, upload.cluster, access.VIEWER):
         return error(request, f"no upload {upload_id}", 404, "not_found")
+    if upload.raw_pruned_at is not None:  # an unchanged re-report past TOPOWEB_RAW_RETENTION_DAYS
+        return error(request, f"upload {upload_id} repeated the layout of snapshot {upload.same_as_id}; its raw text "
+                     f"was pruned on {upload.raw_pruned_at:%Y-%m-%d} (TOPOWEB_RAW_RETENTION_DAYS): that snapshot's "
+                     "upload holds the same report", 410, "pruned", snapshot_id=upload.same_as_id)
     return HttpResponse(upload.raw.encode("utf-8"), content_type="application/json; charset=utf-8")
 
 

@@ -158,6 +158,11 @@ class Upload(models.Model):
     # only past it may another worker or the sweeper take the upload again.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A ``done`` upload whose document equals its host's latest snapshot's creates none: it points
+    # at that snapshot ("unchanged"); ``prune_uploads`` may then empty its ``raw`` (raw_pruned_at).
+    same_as = models.ForeignKey("Snapshot", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="confirmations")
+    raw_pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-received_at", "-id"]
@@ -183,6 +188,12 @@ class Snapshot(models.Model):
     built_at = models.DateTimeField(auto_now=True)
     document = models.JSONField()
     fingerprint = models.CharField(max_length=128, blank=True, default="")
+    # sha256 of the document's JSON text and the report's counter sections (run_node.NODE_KINDS):
+    # equal for two reports only when everything the snapshot stands for is equal (a port state,
+    # a counter finding, a counter runs quote); "" for snapshots built before it.
+    document_hash = models.CharField(max_length=64, blank=True, default="")
+    # the latest time a report of the same layout confirmed this snapshot (null: none since)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
     crit_count = models.PositiveIntegerField(default=0)
     high_count = models.PositiveIntegerField(default=0)
     med_count = models.PositiveIntegerField(default=0)

@@ -7,6 +7,15 @@
 ``rebuild_snapshots(*, cluster=None, host=None, progress=None) -> RebuildSummary``
 ``sweep_uploads(*, older_than_seconds=None) -> list[int]``  ids re-enqueued (stuck ``received``,
     or ``processing`` with an expired lease); also ends import jobs whose worker died.
+``prune_uploads(*, days=None, dry_run=False) -> PruneSummary``  empties the raw text of unchanged
+    uploads older than ``RAW_RETENTION_DAYS``.
+
+Unchanged reports: an upload whose document (its JSON text, with the report's counter sections
+that runs quote, ``run_node.NODE_KINDS``; hashed: ``Snapshot.document_hash``) equals the host's
+latest snapshot's creates no snapshot. It ends ``done`` with ``same_as`` that
+snapshot, whose ``confirmed_at`` and the host's ``last_seen_at`` move to the report's time. Any
+difference in what the document derives from (a port state, a link width, a counter finding)
+makes a new snapshot. A host reporting the same hardware every hour keeps one snapshot.
 
 A snapshot that ``process_upload`` stores re-checks the runs that waited for its host's layout
 (``apps.ingest.runs.recheck_after_snapshot``).
@@ -14,6 +23,7 @@ A snapshot that ``process_upload`` stores re-checks the runs that waited for its
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -30,6 +40,7 @@ from django.utils import timezone
 
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
+from apps.domain.run_node import NODE_KINDS
 from apps.ingest import services
 from apps.ingest.imports import enqueue_import
 from apps.ingest.models import Cluster, Host, ImportJob, Snapshot, Upload
@@ -48,6 +59,18 @@ class _Outcome:
     document: dict | None = None
     error: dict | None = None
     document_json: str | None = None  # ``document`` serialised (once: it is what the database stores)
+    evidence: dict[str, str] = field(default_factory=dict)  # the report's NODE_KINDS sections
+
+    @property
+    def document_hash(self) -> str:
+        """sha256 of what a snapshot stands for: its document's JSON text and the report's evidence
+        sections (``run_node.NODE_KINDS``: counters that runs quote from the snapshot's upload)."""
+        if not self.document_json:
+            return ""
+        digest = hashlib.sha256(self.document_json.encode())
+        for kind in sorted(self.evidence):
+            digest.update(b"\0" + kind.encode() + b"\0" + self.evidence[kind].encode())
+        return digest.hexdigest()
 
 
 def _error_dict(exc: ParseError, sections: dict[str, str]) -> dict:
@@ -89,7 +112,8 @@ def _analyze(raw: str) -> _Outcome:
         except ValueError:
             document = _json_safe(document)
             text = json.dumps(document, allow_nan=False)
-    return _Outcome(document=document, document_json=text)
+    return _Outcome(document=document, document_json=text,
+                    evidence={k: v for k, v in env.sections.items() if k in NODE_KINDS})
 
 
 def _json_safe(value: Any) -> Any:
@@ -151,9 +175,20 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
                 return _current_status(upload.pk)
             Snapshot.objects.filter(upload_id=upload.pk).delete()  # derived from a report that no longer reads
             return Upload.Status.FAILED
-        if not rows.update(status=Upload.Status.DONE, error=None, finished_at=now, lease_expires_at=None):
+        digest = outcome.document_hash
+        seen_at = upload.collected_at or upload.received_at
+        same = _unchanged_of(upload, digest)
+        if same is not None:
+            if not rows.update(status=Upload.Status.DONE, error=None, finished_at=now, lease_expires_at=None,
+                               same_as_id=same):
+                return _current_status(upload.pk)
+            _confirm(same, upload.host_id, seen_at)
+            Snapshot.objects.filter(upload_id=upload.pk).delete()  # a rebuild found it equal again
+            return Upload.Status.DONE
+        if not rows.update(status=Upload.Status.DONE, error=None, finished_at=now, lease_expires_at=None,
+                           same_as_id=None):
             return _current_status(upload.pk)
-        fields = {"host_id": upload.host_id, "collected_at": upload.collected_at or upload.received_at,
+        fields = {"host_id": upload.host_id, "collected_at": seen_at, "document_hash": digest,
                   **_snapshot_fields(outcome.document)}
         # One INSERT ... ON CONFLICT (upload_id) DO UPDATE (a rebuild replaces the snapshot), with
         # the document as the JSON text _analyze already made (update_or_create took a locking
@@ -163,6 +198,33 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
                     update=tuple(Snapshot._meta.get_field(name).column for name in ("built_at", *fields)),
                     prepared={"document": outcome.document_json})
     return Upload.Status.DONE
+
+
+def _unchanged_of(upload: Upload, digest: str) -> int | None:
+    """The id of the snapshot this upload's document repeats, or None (then it makes its own).
+
+    A new upload is compared with its host's latest snapshot (by ``collected_at``). An upload
+    already ``unchanged`` that is analysed again (``rebuild_snapshots``) is compared with the
+    snapshot it pointed at; one that had its own snapshot keeps it (a rebuild never merges)."""
+    if not digest:
+        return None
+    if upload.status == Upload.Status.DONE and upload.same_as_id is None:
+        return None  # a rebuild of an upload that made a snapshot
+    if upload.status == Upload.Status.DONE:
+        latest = Snapshot.objects.filter(pk=upload.same_as_id).values("pk", "document_hash").first()
+    else:
+        latest = (Snapshot.objects.filter(host_id=upload.host_id).exclude(upload_id=upload.pk)
+                  .order_by("-collected_at", "-id").values("pk", "document_hash").first())
+    return latest["pk"] if latest is not None and latest["document_hash"] == digest else None
+
+
+def _confirm(snapshot_id: int, host_id: int, seen_at: datetime) -> None:
+    """A report of the same layout was seen at ``seen_at``: the snapshot's ``confirmed_at`` and the
+    host's ``last_seen_at`` move forward to it (never back)."""
+    Snapshot.objects.filter(pk=snapshot_id).filter(Q(confirmed_at__isnull=True) | Q(confirmed_at__lt=seen_at)) \
+        .update(confirmed_at=seen_at)
+    Host.objects.filter(pk=host_id).filter(Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=seen_at)) \
+        .update(last_seen_at=seen_at)
 
 
 def _current_status(upload_id: int) -> str:
@@ -310,7 +372,9 @@ def rebuild_snapshots(
 
     Uploads that are ``done`` or ``failed`` are analysed again (a parser fix can turn a failed
     upload into a snapshot, or the reverse); ``received`` ones are processed; ones a worker is
-    processing right now are skipped. Raw uploads are never changed.
+    processing right now are skipped. Raw uploads are never changed; ones ``prune_uploads``
+    emptied (unchanged re-reports past the retention) are skipped and keep pointing at their
+    snapshot.
     """
     uploads = Upload.objects.all()
     if cluster is not None:
@@ -320,7 +384,7 @@ def rebuild_snapshots(
     summary = RebuildSummary()
     for upload in uploads.select_related("host").order_by("pk").iterator(chunk_size=50):
         summary.total += 1
-        if upload.status == Upload.Status.PROCESSING:
+        if upload.status == Upload.Status.PROCESSING or upload.raw_pruned_at is not None:
             summary.skipped += 1
         elif upload.status == Upload.Status.RECEIVED:
             status = process_upload(upload.pk)
@@ -379,6 +443,44 @@ def sweep_uploads(*, older_than_seconds: int | None = None) -> list[int]:
     if ids:
         log.info("sweep_uploads: re-enqueued %d of %d stuck uploads", len(sent), len(ids))
     return sent
+
+
+@dataclass
+class PruneSummary:
+    uploads: int = 0  # raw texts emptied (or, with dry_run, that would be)
+    bytes_freed: int = 0  # their size as received
+    kept_changed: int = 0  # uploads past the retention kept whole: they made (or failed to make) a snapshot
+    days: int = 0
+
+
+def prune_uploads(*, days: int | None = None, dry_run: bool = False, now: datetime | None = None) -> PruneSummary:
+    """Empty the raw text of uploads received more than ``days`` (default ``RAW_RETENTION_DAYS``;
+    0 keeps everything) ago that created no snapshot: ``done`` uploads with ``same_as`` (unchanged
+    re-reports of a layout already stored). An upload that created or changed a layout, a failed
+    one, or one still waiting is never touched. The row stays (status, hash, size, which snapshot
+    it confirmed); ``raw`` becomes "" and ``raw_pruned_at`` is set."""
+    days = settings.RAW_RETENTION_DAYS if days is None else days
+    summary = PruneSummary(days=days)
+    if days <= 0:
+        return summary
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    old = Upload.objects.filter(received_at__lt=cutoff, raw_pruned_at__isnull=True)
+    prunable = old.filter(status=Upload.Status.DONE, same_as__isnull=False, snapshot__isnull=True)
+    summary.kept_changed = old.exclude(pk__in=prunable.values("pk")).count()
+    ids = list(prunable.order_by("pk").values_list("pk", "size_bytes"))
+    summary.uploads = len(ids)
+    summary.bytes_freed = sum(size for _, size in ids)
+    if dry_run or not ids:
+        return summary
+    stamp = timezone.now()
+    for start in range(0, len(ids), 1000):
+        chunk = [pk for pk, _ in ids[start:start + 1000]]
+        # the same conditions again: an upload re-processed meanwhile into a snapshot is kept
+        Upload.objects.filter(pk__in=chunk, status=Upload.Status.DONE, same_as__isnull=False,
+                              snapshot__isnull=True, raw_pruned_at__isnull=True).update(raw="", raw_pruned_at=stamp)
+    log.info("prune_uploads: emptied the raw text of %d unchanged uploads (%d bytes)", summary.uploads,
+             summary.bytes_freed)
+    return summary
 
 
 def _end_abandoned_imports(now: datetime) -> int:

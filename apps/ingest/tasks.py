@@ -15,6 +15,8 @@ from apps.ingest import imports, processing
 from topoweb.celery import app
 
 SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
+PRUNE_SCHEDULE_NAME = "ingest.prune_uploads"
+PRUNE_EVERY_SECONDS = 6 * 3600.0
 
 
 # Both limits sit below the upload's lease (topoweb.env.check_time_limits): the soft limit raises
@@ -37,6 +39,11 @@ def sweep_uploads_task() -> None:
     processing.sweep_uploads()
 
 
+@shared_task(name="ingest.prune_uploads", ignore_result=True)
+def prune_uploads_task() -> None:
+    processing.prune_uploads()
+
+
 @shared_task(name="ingest.run_import_job", ignore_result=True, soft_time_limit=settings.IMPORT_SOFT_TIME_LIMIT,
              time_limit=settings.IMPORT_TIME_LIMIT)
 def run_import_job_task(job_id: int) -> None:
@@ -49,7 +56,13 @@ def sweep_schedule() -> dict:
 
 
 # Registered at import: the worker and beat import this module through autodiscover_tasks().
-app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), SWEEP_SCHEDULE_NAME: sweep_schedule()}
+def prune_schedule() -> dict:
+    """The beat entry: prune unchanged raw uploads every 6 hours (nothing while RAW_RETENTION_DAYS is 0)."""
+    return {"task": "ingest.prune_uploads", "schedule": PRUNE_EVERY_SECONDS}
+
+
+app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), SWEEP_SCHEDULE_NAME: sweep_schedule(),
+                          PRUNE_SCHEDULE_NAME: prune_schedule()}
 
 
 # Celery's Django fixup closes every database connection before and after each task unless

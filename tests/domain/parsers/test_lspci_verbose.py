@@ -229,3 +229,57 @@ def test_parsed_functions_are_whole_dataclasses():
     assert fast == normal and hash(fast) == hash(normal) and repr(fast) == repr(normal)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.bdf = "0000:00:01.0"
+
+
+def test_dell_uncore_blocks_are_read_as_headers_only(dell):
+    # the XE9680's 517 functions: 364 of its 367 "System peripheral" (two Intel DSA/IAX with ATS
+    # and one more with a link are read whole), 20 "Generic system peripheral", 16 "Performance
+    # counters" and five chipset functions are passed over after their header line
+    r, devs = dell
+    assert len(r.header_only) == 405
+    assert Counter(devs[b].class_name for b in r.header_only) == {
+        "System peripheral": 364, "Generic system peripheral": 20, "Performance counters": 16, "USB controller": 1,
+        "RAM memory": 1, "Communication controller": 1, "SMBus": 1, "Serial bus controller": 1}
+    first = devs["0000:00:00.0"]  # line 1: "00:00.0 System peripheral: Intel Corporation Device 09a2 (rev 20)"
+    assert (first.line_no, first.name, first.vendor_name, first.device_id, first.rev) == (
+        1, "Intel Corporation Device 09a2", "Intel Corporation", "09a2", "20")
+    assert (first.numa_node, first.port_type, first.subsystem) == (None, None, None)  # detail lines not read
+    # line 8570: a PMC-Sierra "Memory controller" function of the NVSwitch board, with a link: read whole
+    mc = devs["0000:81:00.1"]
+    assert mc.bdf not in r.header_only and mc.numa_node == 1 and mc.subsystem == "NVIDIA Corporation Device 1643"
+    # every device after 7f:0a.5 (line 7231) keeps its own line number
+    assert devs["0000:7f:0a.5"].line_no == 7231 and devs["0000:17:00.0"].line_no == 980
+
+
+def test_header_only_classes_are_none_the_graph_keeps(dell):
+    from apps.domain.assemble import assemble
+
+    r, devs = dell
+    facts = assemble({"lspci_verbose": r}, "xe9680")
+    kept = {p.bdf for p in facts.pci}
+    assert len(kept) == 108 and not kept & set(r.header_only)
+    # the whole-machine analysis: 8 H100s, 12 NICs, the two LOW P06 findings (01:00.0 at x1 of
+    # x2; 81:00.1, the "Memory controller" read whole for its link, at x2 of x16), and the same
+    # layout fingerprint as when every line was read
+    from apps.domain.analysis import analyze_host
+
+    doc = analyze_host({"lspci_verbose": load(DELL)}, "xe9680").doc
+    assert (len(doc["gpus"]), len(doc["nics"])) == (8, 12)
+    assert [(f["rule"], f["severity"]) for f in doc["findings"]] == [("P06", "LOW"), ("P06", "LOW")]
+    assert [f["message"][:12] for f in doc["findings"]] == ["0000:01:00.0", "0000:81:00.1"]
+    assert doc["summary"]["fingerprint"] == "27ac7409659df896"
+
+
+def test_header_only_block_keeps_noise_warnings_and_a_cut_last_block():
+    # SYNTHETIC: a uncore function, a pcilib message inside its block, then a GPU cut short in AER
+    text = (
+        "00:00.0 System peripheral: Intel Corporation Device 09a2 (rev 20)\n\tNUMA node: 0\n"
+        "pcilib: sysfs_read_vpd: read failed: No such device\n\tNUMA node: 1\n"
+        "00:0b.0 Performance counters: Intel Corporation Device 3251\n"
+        "\tCapabilities: [100 v1] Advanced Error Reporting\n"
+    )
+    r = lspci_verbose.parse(text)
+    assert r.header_only == ("0000:00:00.0",) and r.devices[0].numa_node is None
+    assert r.devices[1].line_no == 5
+    assert r.warnings[0].startswith("line 6: the Advanced Error Reporting capability of 0000:00:0b.0")
+    assert r.warnings[1] == "line(s) 3: skipped lines that are not lspci output (prompt or pcilib message)"
