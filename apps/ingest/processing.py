@@ -11,8 +11,8 @@
     uploads older than ``RAW_RETENTION_DAYS``.
 
 Unchanged reports: an upload whose document (its JSON text, with the report's counter sections
-that runs quote, ``run_node.NODE_KINDS``; hashed: ``Snapshot.document_hash``) equals the host's
-latest snapshot's creates no snapshot. It ends ``done`` with ``same_as`` that
+that runs quote and the InfiniBand sections the fabric join reads, ``HASHED_SECTIONS``; hashed:
+``Snapshot.document_hash``) equals the host's latest snapshot's creates no snapshot. It ends ``done`` with ``same_as`` that
 snapshot, whose ``confirmed_at`` and the host's ``last_seen_at`` move to the report's time. Any
 difference in what the document derives from (a port state, a link width, a counter finding)
 makes a new snapshot. A host reporting the same hardware every hour keeps one snapshot.
@@ -41,6 +41,11 @@ from django.utils import timezone
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
 from apps.domain.run_node import NODE_KINDS
+from apps.ingest.fabrics import IB_SECTIONS
+
+# Sections read from a snapshot's raw upload rather than its document: a report that differs in them
+# is not the same snapshot (runs quote the counters; the fabric join reads the GUIDs).
+HASHED_SECTIONS = tuple(dict.fromkeys(NODE_KINDS + IB_SECTIONS))
 from apps.ingest import services
 from apps.ingest.imports import enqueue_import
 from apps.ingest.models import Cluster, Host, ImportJob, Snapshot, Upload
@@ -59,12 +64,13 @@ class _Outcome:
     document: dict | None = None
     error: dict | None = None
     document_json: str | None = None  # ``document`` serialised (once: it is what the database stores)
-    evidence: dict[str, str] = field(default_factory=dict)  # the report's NODE_KINDS sections
+    evidence: dict[str, str] = field(default_factory=dict)  # the report's HASHED_SECTIONS
 
     @property
     def document_hash(self) -> str:
         """sha256 of what a snapshot stands for: its document's JSON text and the report's evidence
-        sections (``run_node.NODE_KINDS``: counters that runs quote from the snapshot's upload)."""
+        sections (``HASHED_SECTIONS``: counters that runs quote from the snapshot's upload, and the
+        InfiniBand sections whose port GUIDs the fabric join reads from it)."""
         if not self.document_json:
             return ""
         digest = hashlib.sha256(self.document_json.encode())
@@ -113,7 +119,7 @@ def _analyze(raw: str) -> _Outcome:
             document = _json_safe(document)
             text = json.dumps(document, allow_nan=False)
     return _Outcome(document=document, document_json=text,
-                    evidence={k: v for k, v in env.sections.items() if k in NODE_KINDS})
+                    evidence={k: v for k, v in env.sections.items() if k in HASHED_SECTIONS})
 
 
 def _json_safe(value: Any) -> Any:
