@@ -33,8 +33,9 @@ Cross-host results add (same-host and unroutable ones carry them too, as None or
   switch sequences / counting parallel cables (None when assumed);
 * ``fabric_hops``: the fabric part as the page draws it, links and switches in turn:
   ``{"kind": "fabric_link", "name", "from", "to", "from_id", "to_id", "from_port", "to_port",
-  "tier", "width", "speed", "gbs", "expected_gbs", "stage_gbs", "links", "equal_cost", "state",
-  "assumed"}`` and ``{"kind": "switch", "name", "node", "tier", "choices", "width": None, "speed":
+  "tier", "width", "speed", "gbs", "expected_gbs", "stage_gbs", "stage_expected_gbs", "links",
+  "equal_cost", "state", "assumed"}`` (``gbs``/``stage_gbs`` spec, ``expected_gbs``/``stage_expected_gbs``
+  what the page shows, as the host hops: this bundle / every equal-cost bundle at its stage) and ``{"kind": "switch", "name", "node", "tier", "choices", "width": None, "speed":
   None, "gbs": None, "state": None, "assumed"}`` (``choices``: equal-cost switches at that place);
 * ``fabric_cut``: ``{"gbs", "expected_gbs", "where" ("fabric" | "host link"), "leaf_cut_gbs",
   "leaf_cut_expected_gbs", "bundles" [[from, to]], "stage"}`` (discovered only, else None): the
@@ -322,7 +323,8 @@ def _link_entry(h: Mapping, lk: Mapping, assumed: bool) -> dict:
     return {"kind": "fabric_link", "name": h["name"], "from": lk["from_name"], "to": lk["to_name"],
             "from_id": h.get("from_id"), "to_id": h.get("to_id"), "from_port": lk["from_port"],
             "to_port": lk["to_port"], "tier": h["tier"], "width": h["width"], "speed": h["speed"], "gbs": h["gbs"],
-            "expected_gbs": lk["expected_gbs"], "stage_gbs": h["spec_gbs"], "links": h.get("links"),
+            "expected_gbs": lk["expected_gbs"], "stage_gbs": h["spec_gbs"], "stage_expected_gbs": h["expected_gbs"],
+            "links": h.get("links"),
             "equal_cost": h.get("equal_cost"), "state": h["state"], "assumed": assumed}
 
 
@@ -396,8 +398,10 @@ def _route_words(ends: _Ends, route: Mapping) -> str:
     text = (f"{ea} is cabled to {a['leaf_name']} port {a['leaf_port']} and {eb} to {b['leaf_name']} port "
             f"{b['leaf_port']}; between the two leaves the fabric has {n} equal-cost route{'s' if n != 1 else ''} "
             f"through {middle} switch{'' if one else 'es'} ({len(switches) - 1} switch hops)")
-    if cut.get("leaf_cut_gbs") is not None:
-        text += f", whose narrowest cut carries {_fmt(cut['leaf_cut_gbs'])} GB/s per direction"
+    carried = cut.get("leaf_cut_expected_gbs")
+    carried = cut.get("leaf_cut_gbs") if carried is None else carried
+    if carried is not None:  # expected GB/s, as every other figure of the path
+        text += f", whose narrowest cut carries {_fmt(carried)} GB/s per direction"
         text += (": less than the NIC ports, so the fabric is the bottleneck" if cut.get("where") == "fabric"
                  else ", more than the NIC ports need")
     return text + "."

@@ -8,8 +8,9 @@ path or one with no route at all)::
     {"mode": "discovered" | "assumed",
      "line": str,                 # one sentence: routes and narrowest cut, or why the fabric is assumed
      "bottleneck_in_fabric": bool,   # the path's bottleneck is a switch-to-switch stage
-     "rows": [{"kind": "link" | "switch", "name", "short", "tier", "rate", "gbs", "stage_gbs",
-               "links", "equal_cost", "choices", "bottleneck"}],   # leaf -> spine(s) -> leaf in turn
+     "rows": [{"kind": "link" | "switch", "name", "short", "tier", "rate", "gbs", "spec_gbs", "stage_gbs",
+               "links", "equal_cost", "choices", "bottleneck"}],   # leaf -> spine(s) -> leaf in turn;
+                                  # gbs/stage_gbs expected (as the hop table), spec_gbs the bundle's spec
      "fabric_id": int | None}
 
 Plain functions of the answer: tested without a database.
@@ -45,7 +46,9 @@ def _rows(result: Mapping, first_fabric_hop: int | None) -> list[dict]:
         rate = " ".join(x for x in (e.get("width"), e.get("speed")) if x) or None
         rows.append({"kind": "link", "name": e.get("name"), "short": f"{short_name(e.get('from'))} -> "
                      f"{short_name(e.get('to'))}", "tier": e.get("tier"), "choices": None, "rate": rate,
-                     "gbs": e.get("gbs"), "stage_gbs": e.get("stage_gbs"), "links": e.get("links"),
+                     # expected GB/s, as the hop table and the drawing give them; the spec beside it
+                     "gbs": e.get("expected_gbs"), "spec_gbs": e.get("gbs"),
+                     "stage_gbs": e.get("stage_expected_gbs"), "links": e.get("links"),
                      "equal_cost": e.get("equal_cost"), "bottleneck": hop_index is not None and hop_index == bn})
     return rows
 
