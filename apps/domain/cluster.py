@@ -166,14 +166,17 @@ class _Ends:
 
 
 def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str,
-                 fabric: FabricView | None = None) -> dict:
+                 fabric: FabricView | None = None, neighbors: Mapping | None = None) -> dict:
     """Hops from ``gpu_a``'s memory on ``doc_a``'s host to ``gpu_b``'s memory on ``doc_b``'s host.
 
     Returns {"src", "dst", "same_host", "mechanism" ("net" across hosts, else the pair's
     mechanism, "none" without a route), "hops" (document hops + "host"), "bottleneck" (index),
     "bottleneck_gbs", "gdr_src", "gdr_dst", "rail_src", "rail_dst", "explanation"} and the fabric
     keys of the module docstring. ``fabric``: a :class:`apps.domain.fabric_paths.FabricView`;
-    the two NICs' route then goes through its switches when both are in it.
+    the two NICs' route then goes through its switches when both are in it. ``neighbors``: LLDP's
+    ``{host: {nic: {"switch", "switch_port"}}}`` (RoCE/Ethernet ports a discovery does not see): with
+    the rail model, a NIC's switch is then named (and two NICs on one switch meet there), only the
+    switches between two different ones stay assumed.
 
     Examples
     --------
@@ -225,7 +228,7 @@ def path_between(doc_a: Mapping, gpu_a: str, doc_b: Mapping, gpu_b: str,
                              leaf_dst=(route["dst"] or {}).get("leaf_name"))
         middle, extra, words = _discovered(ends, route)
     else:
-        middle, extra, words = _assumed(ends, route["reason"] if route else None)
+        middle, extra, words = _assumed(ends, route["reason"] if route else None, neighbors)
     hops = leg_a + middle + leg_b
     idx, gbs = _bottleneck(hops)
     cut = extra["fabric_cut"]
@@ -275,11 +278,21 @@ def _bottleneck_words(hops: list[dict], idx: int | None, gbs: float | None, idea
 # --- the rail model (no fabric, or a NIC the fabric does not have) --------------------------------
 
 
-def _assumed(ends: _Ends, reason: str | None) -> tuple[list[dict], dict, list[str]]:
+def _neighbor(neighbors: Mapping | None, host: str, nic: str) -> Mapping | None:
+    row = ((neighbors or {}).get(host) or {}).get(nic)
+    return row if row and row.get("switch") else None
+
+
+def _assumed(ends: _Ends, reason: str | None,
+             neighbors: Mapping | None = None) -> tuple[list[dict], dict, list[str]]:
     ea, eb, ha, hb, ra, rb = ends.ea, ends.eb, ends.ha, ends.hb, ends.ra, ends.rb
     pa, pb = ib_port(ends.na.get("rate_gbps")), ib_port(ends.nb.get("rate_gbps"))
     sw_a = f"{ends.layer} rail {ra if ra is not None else '?'} switch"
     sw_b = f"{ends.layer} rail {rb if rb is not None else '?'} switch"
+    la, lb = _neighbor(neighbors, ha, ea["nic"]), _neighbor(neighbors, hb, eb["nic"])
+    if la and lb:  # LLDP names both switches: they meet on one, or the switches between stay assumed
+        sw_a, sw_b = la["switch"], lb["switch"]
+        ra, rb = (0, 0) if sw_a == sw_b else (0, 1)
     hops = [{"from": ea["nic"], "to": sw_a, "from_id": ea["nic"], "to_id": None, "kind": "fabric",
              "spec_gbs": pa.spec_gbs, "expected_gbs": pa.expected_gbs, "flows": ends.fa,
              "note": _port_note(ha, ea["nic"], ends.na), "host": None, "assumed": False,
@@ -287,24 +300,36 @@ def _assumed(ends: _Ends, reason: str | None) -> tuple[list[dict], dict, list[st
     if ra != rb:
         hops.append({"from": sw_a, "to": sw_b, "from_id": None, "to_id": None, "kind": "fabric",
                      "spec_gbs": None, "expected_gbs": None, "flows": 1, "host": None, "assumed": False,
-                     "note": "different rails: a non-blocking spine between rail switches is assumed",
+                     "note": ("LLDP names both switches; a non-blocking path between them is assumed (no "
+                              "discovery of the switches above them)" if la and lb else
+                              "different rails: a non-blocking spine between rail switches is assumed"),
                      **_assumed_fields(f"{sw_a} -> {sw_b}", None, {})})
     hops.append({"from": sw_b, "to": eb["nic"], "from_id": None, "to_id": eb["nic"], "kind": "fabric",
                  "spec_gbs": pb.spec_gbs, "expected_gbs": pb.expected_gbs, "flows": ends.fb,
                  "note": _port_note(hb, eb["nic"], ends.nb), "host": None, "assumed": False,
                  **_assumed_fields(f"{sw_b} -> {hb}/{eb['nic']}", pb.spec_gbs, ends.nb)})
     switches = [sw_a] if ra == rb else [sw_a, sw_b]
+    named = bool(la and lb)  # the switches are LLDP's: named, not assumed
+    ports = [(None, la["switch_port"] if named else None)] + ([(None, None)] if ra != rb else []) + [
+        (lb["switch_port"] if named else None, None)]
     fabric_hops = []
     for i, h in enumerate(hops):
-        fabric_hops.append(_link_entry(h, {"from_name": h["from"], "to_name": h["to"], "from_port": None,
-                                           "to_port": None, "expected_gbs": h["expected_gbs"]}, True))
+        fabric_hops.append(_link_entry(h, {"from_name": h["from"], "to_name": h["to"], "from_port": ports[i][0],
+                                           "to_port": ports[i][1], "expected_gbs": h["expected_gbs"]},
+                                       not named or i not in (0, len(hops) - 1)))
         if i < len(switches):
-            fabric_hops.append({"kind": "switch", "name": switches[i], "node": None, "tier": None, "choices": None,
-                                "width": None, "speed": None, "gbs": None, "state": None, "assumed": True})
+            fabric_hops.append({"kind": "switch", "name": switches[i], "node": None, "tier": "leaf" if named else None,
+                                "choices": None, "width": None, "speed": None, "gbs": None, "state": None,
+                                "assumed": not named})
     words = []
     if reason:
         words.append(f"The fabric capture cannot place this route ({reason}), so the rail model is assumed.")
-    if ra == rb:
+    if named:
+        where = (f"both on {sw_a} (ports {la['switch_port']} and {lb['switch_port']}, LLDP)" if sw_a == sw_b else
+                 f"on {sw_a} port {la['switch_port']} and {sw_b} port {lb['switch_port']} (LLDP); the switches "
+                 "between them are not discovered, a non-blocking path is assumed")
+        words.append(f"{ha}/{ea['nic']} and {hb}/{eb['nic']} are cabled {where}.")
+    elif ra == rb:
         words.append(f"{ha}/{ea['nic']} and {hb}/{eb['nic']} are both on rail {ra} "
                      f"({ends.layer}; one non-blocking switch per rail assumed).")
     else:

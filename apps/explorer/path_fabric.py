@@ -83,5 +83,11 @@ def fabric_panel(result: Mapping) -> dict | None:
         else:
             line = (f"Fabric assumed: the discovery in force cannot place this route ({why or 'a NIC is not in it'}); "
                     "one non-blocking switch per rail is assumed.")
+        named = [e["name"] for e in result.get("fabric_hops") or [] if e.get("kind") == "switch" and not e.get("assumed")]
+        if named:  # LLDP's neighbours: the NICs' own switches are known, what joins them is not
+            line = (f"Switches named by LLDP: {' and '.join(dict.fromkeys(named))}; "
+                    + ("both NICs are on it." if len(set(named)) == 1 else
+                       "what connects them is not discovered (a non-blocking path is assumed).")
+                    + f" {line.split(': ', 1)[0]}: {why or 'no InfiniBand discovery covers these ports'}.")
     return {"mode": mode, "line": line, "bottleneck_in_fabric": in_fabric, "rows": rows,
             "fabric_id": result.get("fabric_id")}

@@ -599,6 +599,17 @@ def fabric_view(cf: ClusterFabric) -> FabricView:
     return view
 
 
+def lldp_neighbors(cluster: Cluster, hosts: Iterable[str], at: datetime | None = None) -> dict[str, dict[str, dict]]:
+    """``{host: {nic: {"switch", "switch_port"}}}`` of these hosts from their newest LLDP uploads at ``at``
+    (the RDMA device from their ibdev2netdev upload; the interface name when there is none): what
+    ``cluster.path_between(neighbors=...)`` takes for ports no InfiniBand discovery sees."""
+    wanted = set(hosts)
+    rows = _lldp_rows([r for r in _per_host_uploads(cluster, at) if r[0] in wanted])
+    return {host: {(r["nic"] or r["interface"]): {"switch": r["switch"], "switch_port": r["switch_port"]}
+                   for r in entries if r.get("switch") and (r["nic"] or r["interface"])}
+            for host, entries in rows.items()}
+
+
 def path_fabric(cluster_a: Cluster, cluster_b: Cluster, at: datetime | None = None
                 ) -> tuple[ClusterFabric | None, str | None]:
     """The fabric a path between a host of ``cluster_a`` and one of ``cluster_b`` goes through, in

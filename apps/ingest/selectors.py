@@ -200,11 +200,15 @@ def path_between_snapshots(snap_a: Snapshot, gpu_a: str, snap_b: Snapshot, gpu_b
 
     doc_a = snap_a.document if doc_a is None else doc_a
     doc_b = (doc_a if snap_b.pk == snap_a.pk else snap_b.document) if doc_b is None else doc_b
-    cf = why = view = None
+    cf = why = view = neighbors = None
     if snap_a.host_id != snap_b.host_id:
-        cf, why = fabrics.path_fabric(snap_a.host.cluster, snap_b.host.cluster, _fabric_moment(snap_a, snap_b))
+        moment = _fabric_moment(snap_a, snap_b)
+        cf, why = fabrics.path_fabric(snap_a.host.cluster, snap_b.host.cluster, moment)
         view = fabrics.fabric_view(cf) if cf is not None else None
-    result = path_between(doc_a, gpu_a, doc_b, gpu_b, fabric=view)
+        if snap_a.host.cluster_id == snap_b.host.cluster_id:  # RoCE ports: LLDP names their switches
+            neighbors = fabrics.lldp_neighbors(snap_a.host.cluster, [snap_a.host.hostname, snap_b.host.hostname],
+                                               moment)
+    result = path_between(doc_a, gpu_a, doc_b, gpu_b, fabric=view, neighbors=neighbors)
     extra = {"src_snapshot": snap_a.pk, "dst_snapshot": snap_b.pk,
              "fabric_id": cf.fabric.pk if cf is not None else None,
              "fabric_taken_at": cf.fabric.taken_at if cf is not None else None}

@@ -138,3 +138,14 @@ def test_the_cluster_page_lists_what_only_a_comparison_of_hosts_shows(signed_in,
     assert "H08" in section and 'href="/c/demo/h/h100-n06/"' in section
     assert "h100-n06 has 7 Active compute InfiniBand port(s)" in section
     assert "<b>F08</b>" not in section  # the demo's rails are cabled to their own leaves
+
+
+def test_the_path_panel_says_which_switches_lldp_named():
+    from apps.domain.cluster import path_between
+    from tests.domain.fabric_paths.inputs import nic_doc
+
+    a, b = nic_doc("roce-01", link_layer="Ethernet"), nic_doc("roce-02", link_layer="Ethernet")
+    lldp = {"roce-01": {"mlx5_0": {"switch": "leaf-a01", "switch_port": "Ethernet0"}},
+            "roce-02": {"mlx5_0": {"switch": "leaf-b01", "switch_port": "Ethernet4"}}}
+    line = fabric_panel({**path_between(a, "GPU0", b, "GPU0", neighbors=lldp), "fabric_id": None})["line"]
+    assert line.startswith("Switches named by LLDP: leaf-a01 and leaf-b01; what connects them is not discovered")

@@ -378,3 +378,18 @@ def test_a_fabric_has_its_own_size_limit_larger_than_a_reports(cluster_with_toke
     with pytest.raises(ReportRejected) as exc:
         fabrics.submit_fabric(cluster=cluster, text=text, via="web")
     assert exc.value.status == 413 and "TOPOWEB_MAX_FABRIC_BYTES" in exc.value.message
+
+
+def test_lldp_neighbours_name_each_hosts_switch_without_any_discovery(cluster_with_token):
+    """A RoCE cluster with no ibnetdiscover: the hosts' LLDP uploads still name their switches (the LLDP
+    capture and the ibdev2netdev line are SYNTHETIC)."""
+    cluster, _ = cluster_with_token
+    fabrics.submit_fabric(cluster=cluster, text=LLDP_JSON.read_text(), via="web", host="roce-01")
+    fabrics.submit_fabric(cluster=cluster, text="mlx5_0 port 1 ==> ens1f0np0 (Up)\n", via="web", host="roce-01",
+                          kind="ibdev2netdev")
+    assert fabrics.latest_fabric(cluster) is None
+    seen = fabrics.lldp_neighbors(cluster, ["roce-01", "roce-02"])
+    assert seen["roce-01"]["mlx5_0"] == {"switch": "leaf-a01", "switch_port": "Ethernet0"}
+    assert "roce-02" not in seen
+    others = set(seen["roce-01"]) - {"mlx5_0"}
+    assert others and all(not name.startswith("mlx5") for name in others)  # no ibdev2netdev line: interface names
