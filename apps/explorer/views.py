@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.domain.compare import compare_docs
 from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.errors import ParseError
+from apps.domain import gpu_groups
 from apps.domain.names import natural_key
 from apps.domain.shellsafe import export_block
 from apps.explorer import figures, fleet, labels, path_fabric, run_lists, tables
@@ -131,14 +132,16 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
         "fig_host": figures.host_figure_json(doc),
-        "fig_gpu": figures.gpu_matrix_figure_json(doc),
-        "fig_nic": figures.nic_matrix_figure_json(doc),
+        # no chart without a cell to draw: the template says why instead
+        "fig_gpu": figures.gpu_matrix_figure_json(doc) if doc.get("gpu_pairs") else None,
+        "fig_nic": figures.nic_matrix_figure_json(doc) if doc.get("gpu_nic_matrix") else None,
         "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
         "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: natural_key(e["gpu"])),
         "gpu_model": labels.gpu_model(doc.get("summary"), snap.gpu_model),
         "nic_header": labels.nic_header(doc.get("summary")), "nic_rates": labels.nic_rates(snap.nic_models),
         "assumptions": doc.get("assumptions") or [],
         "runs": run_lists.runs_table(ingest.host_runs(h, 20)),
+        "p2p_gaps": gpu_groups.p2p_gap_section(doc), "gpu_group_section": gpu_groups.gpu_group_section(doc),
     })
 
 
@@ -336,6 +339,10 @@ def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
     discovery in force then, compared, when both moments have one."""
     c = cluster_or_404(request, cluster)
     t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
+    a_raw, b_raw, chosen = request.GET.get("a", ""), request.GET.get("b", ""), None
+    if not a_raw and not b_raw:
+        t_a, chosen = _compare_default(c)
+        a_raw = _moment_value(t_a) if t_a else ""
     rows = []
     if t_a is not None:
         for h in Host.objects.filter(cluster=c).order_by("hostname"):
@@ -348,9 +355,26 @@ def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
             rows.append({"host": h, "a": sa, "b": sb,
                          "diff": compare_docs(ingest.get_snapshot_doc(sa.pk), ingest.get_snapshot_doc(sb.pk))})
     return render(request, "explorer/cluster_compare.html", {"cluster": c, "rows": rows, "t_a": t_a, "t_b": t_b,
-                                                              "a_raw": request.GET.get("a", ""),
-                                                              "b_raw": request.GET.get("b", ""),
+                                                              "a_raw": a_raw, "b_raw": b_raw, "chosen": chosen,
                                                               "fabric": _fabric_change(c, t_a, t_b)})
+
+
+def _compare_default(c: Cluster) -> tuple[datetime | None, Snapshot | None]:
+    """The moments a first open compares: "before" = the newest snapshot time before the latest one
+    (the cluster as it stood just before its last change), "after" = now; with the snapshot that made
+    the last change, for the page to name. (None, None) while the cluster has fewer than two
+    distinct snapshot times: nothing to compare."""
+    snaps = Snapshot.objects.filter(host__cluster=c).select_related("host").order_by("-collected_at", "-id")
+    latest = snaps.first()
+    if latest is None:
+        return None, None
+    before = snaps.filter(collected_at__lt=latest.collected_at).values_list("collected_at", flat=True).first()
+    return (before, latest) if before is not None else (None, None)
+
+
+def _moment_value(moment: datetime) -> str:
+    """A moment as a ``datetime-local`` input holds it, to the second, in the site's time zone (UTC)."""
+    return timezone.localtime(moment).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 FABRIC_LINES_SHOWN = 50  # fabric changes listed on the compare page; the API lists them all
@@ -566,19 +590,50 @@ def paste_detect(request: HttpRequest) -> JsonResponse:
 
 
 def _capacity_default(options: list[dict], cluster_name: str | None, cluster_ids: set[int] | None) -> list[int]:
-    """Two layouts worth comparing: of the cluster asked for (else the one that reported last),
-    the two distinct layouts with the highest 1-node busbw. Each layout (fingerprint) is read from
-    one of its hosts, so the cost does not grow with the cluster."""
+    """Two layouts worth comparing: of the cluster asked for (else the one that reported last), the
+    two distinct layouts with the most data: GPUs and Active NICs known first (a NIC-less layout has
+    a 1-node dot and nothing else), then the most hosts, then the highest 1-node busbw. Each layout
+    (fingerprint) is read from one of its hosts, so the cost does not grow with the cluster."""
     if not options:
         return []
     if not cluster_name or not any(o["cluster"] == cluster_name for o in options):
         cluster_name = ex.cluster_reported_last(cluster_ids)
     reps: dict[str, int] = {}
+    hosts: dict[int, int] = {}
     for pk, fp in ex.latest_layouts_of(cluster_name):
-        reps.setdefault(fp or f"snapshot-{pk}", pk)
+        rep = reps.setdefault(fp or f"snapshot-{pk}", pk)
+        hosts[rep] = hosts.get(rep, 0) + 1
+    known = {pk: bool(g and n) for pk, g, n in
+             Snapshot.objects.filter(pk__in=list(reps.values())).values_list("pk", "gpu_count", "active_nic_count")}
     first = ex.one_node_busbw(list(reps.values()))
-    best = [(v, pk) for pk in reps.values() if (v := first.get(pk)) is not None]
-    return [pk for _, pk in sorted(best, key=lambda t: (-t[0], t[1]))[:2]]
+    best = [(not known.get(pk), -hosts[pk], -v, pk) for pk in reps.values() if (v := first.get(pk)) is not None]
+    return [t[-1] for t in sorted(best)[:2]]
+
+
+def _capacity_verdict(chosen: list[dict]) -> str | None:
+    """One sentence comparing layouts A and B at the largest node count both are estimated for,
+    from the estimate points the chart draws: "A (host) is 1.9x B (host) at 64 nodes: 180.3 vs
+    94.1 GB/s busbw; B is limited by ..."."""
+    if len(chosen) != 2:
+        return None
+    pts = [{p["nodes"]: p for p in (c["doc"].get("estimate") or {}).get("points") or []} for c in chosen]
+    common = set(pts[0]) & set(pts[1])
+    if not common:
+        return None
+    n = max(common)
+    (a, pa), (b, pb) = ((c, p[n]) for c, p in zip(chosen, pts))
+    va, vb = pa.get("busbw_gbs"), pb.get("busbw_gbs")
+    if va is None or vb is None:
+        return None
+    name = {id(c): f"layout {c['key'].upper()} ({c['snap'].host.hostname})" for c in chosen}
+    nodes = f"{n} node{'s' if n != 1 else ''}"
+    if abs(va - vb) < 0.05 * max(va, vb, 1e-9):
+        return f"{name[id(a)]} and {name[id(b)]} are within 5% at {nodes}: {va:.1f} vs {vb:.1f} GB/s busbw."
+    hi, lo, vh, vl, plo = (a, b, va, vb, pb) if va > vb else (b, a, vb, va, pa)
+    ratio = f"{vh / vl:.1f}x" if vl > 0 else "ahead of"
+    limit = str(plo.get("limit") or "").split(" (", 1)[0]
+    return (f"{name[id(hi)]} is {ratio} {name[id(lo)]} at {nodes}: {vh:.1f} vs {vl:.1f} GB/s busbw"
+            + (f"; {name[id(lo)]} is limited by {limit}." if limit else "."))
 
 
 @login_required
@@ -622,4 +677,5 @@ def capacity(request: HttpRequest) -> HttpResponse:
                                       "label": f"{c['snap'].host.cluster.name}/{c['snap'].host.hostname} "
                                                f"(snapshot #{c['snap'].pk})"}]
     return render(request, "explorer/capacity.html", {"options": options, "chosen": chosen, "fig": fig,
+                                                      "verdict": _capacity_verdict(chosen),
                                                       "a": selected.get("a"), "b": selected.get("b")})

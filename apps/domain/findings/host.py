@@ -300,10 +300,14 @@ def rule_x01(ctx: Ctx) -> list[dict]:
     Condition: the engine recorded that two sources of the same host disagree (``graph.disagreements``
     [{"subject", "message", "sources"}], e.g. topo -m says PIX while lspci places the devices under
     separate root ports), or a warning says so. MED. Source: domain.md section 1 evaluation notes, 4.
+
+    One finding per set of sources: every disagreement between the same sources is one sentence of
+    that finding's message and its devices are all the devices named (a matrix that says SYS for six
+    pairs is one finding listing six pairs, not six). The warnings that say so are one more finding.
     """
-    out = []
     names = set(ctx.gpu_names) | {str(n.get("name")) for n in ctx.nics}
     graph = ctx.doc.get("graph") or {}
+    groups: dict[tuple[str, ...], list[tuple[list[str], str]]] = {}
     seen = set()
     for d in as_list(graph.get("disagreements")) + as_list(ctx.doc.get("disagreements")):
         if not isinstance(d, Mapping) or not d.get("message"):
@@ -315,19 +319,36 @@ def rule_x01(ctx: Ctx) -> list[dict]:
         subject = str(d.get("subject") or "")
         parts = [p for p in re.split(r"[-\s,]+", subject) if p]
         devices = [p for p in parts if p in names] or ([subject] if subject else [])
-        sources = [str(s) for s in as_list(d.get("sources"))]
-        text = msg.rstrip(".") + (f" (sources: {', '.join(sources)})" if sources else "") + "."
-        one = len(set(sources)) < 2
-        # a capture that contradicts itself is not two sources disagreeing
-        out.append(finding(X01, devices, text, title="one capture contradicts itself" if one else None,
-                           severity="LOW" if one else None))
+        sources = tuple(dict.fromkeys(str(s) for s in as_list(d.get("sources"))))
+        groups.setdefault(sources, []).append((devices, msg.rstrip(".")))
+    out = [_x01_finding(sources, items) for sources, items in groups.items()]
+    warned = []
     for w in ctx.warnings():
         if not _DISAGREE.search(w) or w in seen:
             continue
+        seen.add(w)
         tokens = {t.rstrip(".:") for t in re.findall(r"[\w:.]+", w)}
-        devices = sorted(tokens & names, key=gpu_sort_key)
-        out.append(finding(X01, devices, w if w.endswith(".") else w + "."))
+        warned.append((sorted(tokens & names, key=gpu_sort_key), w.rstrip(".")))
+    if warned:
+        out.append(finding(X01, [d for devs, _ in warned for d in devs], _x01_message(warned)))
     return out
+
+
+def _x01_message(items: list[tuple[list[str], str]], sources: tuple[str, ...] = ()) -> str:
+    """One disagreement as its own sentence; several as a count and every one of them numbered
+    ("(1) ...; (2) ...": a disagreement's own text may hold a semicolon)."""
+    cited = f" (sources: {', '.join(sources)})" if sources else ""
+    if len(items) == 1:
+        return items[0][1] + cited + "."
+    return f"{len(items)} disagreements{cited}: " + "; ".join(f"({k}) {m}" for k, (_, m) in enumerate(items, 1)) + "."
+
+
+def _x01_finding(sources: tuple[str, ...], items: list[tuple[list[str], str]]) -> dict:
+    """The X01 finding of one set of sources; a capture that contradicts itself (fewer than two
+    sources) is not two sources disagreeing: LOW, titled so."""
+    one = len(sources) < 2
+    return finding(X01, [d for devs, _ in items for d in devs], _x01_message(items, sources),
+                   title="one capture contradicts itself" if one else None, severity="LOW" if one else None)
 
 
 def _device_names(ctx: Ctx) -> dict[str, str]:
