@@ -101,7 +101,7 @@ from apps.domain.fabric_jobs import ALGORITHMS
 from apps.domain.fabric_paths import FabricView
 from apps.domain.parsers import ALL_KINDS, detect_kind, kinds_of, to_jsonable
 from apps.ingest.models import AgentToken, Cluster, Fabric, Host, Snapshot, Upload
-from apps.ingest.reports import HOSTNAME_RE, ReportRejected, parse_collected_at
+from apps.ingest.reports import HOSTNAME_RE, ReportRejected, check_posted_text, parse_collected_at
 
 log = logging.getLogger(__name__)
 
@@ -166,24 +166,10 @@ def clear_caches() -> None:
 
 
 def _check_text(text: Any) -> str:
-    if not isinstance(text, str):
-        raise ReportRejected("text: the fabric output as text is required", code="invalid_field", field="text")
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > settings.MAX_FABRIC_BYTES:
-        raise ReportRejected(f"text is {size} bytes; the limit is {settings.MAX_FABRIC_BYTES} bytes "
-                             "(TOPOWEB_MAX_FABRIC_BYTES)", status=413, code="too_large", limit=settings.MAX_FABRIC_BYTES)
-    if not text.strip():
-        raise ReportRejected("text is empty: send the output of ibnetdiscover, iblinkinfo, ibswitches/ibhosts/ibnodes, "
-                             "lldpctl -f json, lldpcli show neighbors or ibdev2netdev", code="invalid_field", field="text")
-    if "\x00" in text:
-        raise ReportRejected("text contains NUL characters; expected a command's text output", code="invalid_field",
-                             field="text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ReportRejected("text holds an unpaired UTF-16 surrogate; send text, not raw bytes", code="invalid_field",
-                             field="text") from None
-    return text
+    return check_posted_text(text, what="the fabric output", limit=settings.MAX_FABRIC_BYTES,
+                             setting="TOPOWEB_MAX_FABRIC_BYTES",
+                             empty_hint="send the output of ibnetdiscover, iblinkinfo, ibswitches/ibhosts/ibnodes, "
+                                        "lldpctl -f json, lldpcli show neighbors or ibdev2netdev")
 
 
 def _check_kind(kind: Any) -> str | None:

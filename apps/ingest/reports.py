@@ -3,7 +3,8 @@
 ``decode_report(raw) -> (dict, text)`` checks size and JSON syntax; ``validate_envelope(data) ->
 Envelope`` checks the shape, every error naming the field at fault (``ReportRejected``: ``.status``
 400/413, ``.code``, ``.message``, ``.details``); ``content_hash(hostname, sections)`` makes a
-resent report a duplicate of the first. Nothing here writes.
+resent report a duplicate of the first; ``check_posted_text`` checks a posted command output (a
+run, a fabric discovery) the same way for every kind. Nothing here writes.
 
 Report envelope::
 
@@ -220,3 +221,28 @@ def content_hash(hostname: str, sections: dict[str, str]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+# --------------------------------------------------------------------------------------------
+# Posted command output (runs, fabric discoveries)
+
+
+def check_posted_text(text: Any, *, what: str, limit: int, setting: str, empty_hint: str) -> str:
+    """A command's output as posted (a run, a fabric discovery): text, at most ``limit`` bytes (413 naming
+    ``setting``), not empty (400 saying what to send: ``empty_hint``), no NUL, valid UTF-8; else
+    ``ReportRejected`` naming the field ``text``."""
+    if not isinstance(text, str):
+        raise ReportRejected(f"text: {what} as text is required", code="invalid_field", field="text")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ReportRejected(f"text is {size} bytes; the limit is {limit} bytes ({setting})", status=413,
+                             code="too_large", limit=limit)
+    if not text.strip():
+        raise ReportRejected(f"text is empty: {empty_hint}", code="invalid_field", field="text")
+    if "\x00" in text:
+        raise ReportRejected("text contains NUL characters; expected a command's text output", code="invalid_field",
+                             field="text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReportRejected("text holds an unpaired UTF-16 surrogate; send text, not raw bytes", code="invalid_field",
+                             field="text") from None
+    return text

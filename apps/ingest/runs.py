@@ -67,7 +67,7 @@ from apps.domain.run_fleet import add_fleet_findings, run_summary
 from apps.domain.run_node import NODE_KINDS
 from apps.domain.runs import RUN_KINDS, check_run, read_run, run_hosts
 from apps.ingest.models import AgentToken, Cluster, Host, Run, RunHost, Snapshot, Upload
-from apps.ingest.reports import ReportRejected
+from apps.ingest.reports import ReportRejected, check_posted_text
 
 log = logging.getLogger(__name__)
 
@@ -82,24 +82,9 @@ PARSED_KEEP_BYTES = 1 << 20
 
 
 def _check_text(text: Any) -> str:
-    if not isinstance(text, str):
-        raise ReportRejected("text: the run's output as text is required", code="invalid_field", field="text")
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > settings.MAX_REPORT_BYTES:
-        raise ReportRejected(f"text is {size} bytes; the limit is {settings.MAX_REPORT_BYTES} bytes "
-                             "(TOPOWEB_MAX_REPORT_BYTES)", status=413, code="too_large", limit=settings.MAX_REPORT_BYTES)
-    if not text.strip():
-        raise ReportRejected("text is empty: paste the output of nccl-tests, perftest, a P2P test or an NCCL log",
-                             code="invalid_field", field="text")
-    if "\x00" in text:
-        raise ReportRejected("text contains NUL characters; expected a command's text output", code="invalid_field",
-                             field="text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ReportRejected("text holds an unpaired UTF-16 surrogate; send text, not raw bytes", code="invalid_field",
-                             field="text") from None
-    return text
+    return check_posted_text(text, what="the run's output", limit=settings.MAX_REPORT_BYTES,
+                             setting="TOPOWEB_MAX_REPORT_BYTES",
+                             empty_hint="paste the output of nccl-tests, perftest, a P2P test or an NCCL log")
 
 
 def _check_hosts(hosts: Any) -> list | dict:
