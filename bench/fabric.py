@@ -16,35 +16,19 @@
 
 from __future__ import annotations
 
-import copy
 import random
 
-from apps.domain.analysis import analyze_host
 from apps.domain.cluster import ClusterIndex, rails
 from apps.domain.fabric import attach_hosts, build_fabric, host_cas
 from apps.domain.fabric_paths import FabricView
 from apps.domain.parsers import ALL_KINDS
+from bench.engine import cluster_documents
 from bench.fabric_synth import synthetic_ibnetdiscover
-from bench.synth import iter_reports
 from bench.timing import Measure, measure, summarize, timed
 
 PATH_P95_TARGET_MS = 5.0
 HOSTS = 1024
 QUERIES = 3000
-
-
-def host_documents(n: int = HOSTS, seed: int = 0) -> list[dict]:
-    """Snapshot documents of ``n`` synthetic hosts (``bench.synth``), one analysis per layout + fault."""
-    cache: dict[tuple, dict] = {}
-    docs = []
-    for r in iter_reports(n, seed=seed):
-        key = (r["meta"]["layout"], r["meta"]["fault"])
-        if key not in cache:
-            cache[key] = analyze_host(r["sections"], r["hostname"]).to_dict()
-        doc = copy.deepcopy(cache[key])
-        doc["hostname"] = r["hostname"]
-        docs.append(doc)
-    return docs
 
 
 def host_ports(G, docs: list[dict]) -> dict[str, list[dict]]:
@@ -84,7 +68,7 @@ def cross_host_queries(index: ClusterIndex, docs: list[dict], count: int = QUERI
 
 def run() -> list[Measure]:
     G = build_fabric(ALL_KINDS["ibnetdiscover"].parse(synthetic_ibnetdiscover()))
-    docs = host_documents()
+    docs = cluster_documents(HOSTS)
     ports = host_ports(G, docs)
     attachments = attach_hosts(G, ports)
     joined = sum(1 for h in attachments["hosts"] if not h.startswith("node"))
