@@ -204,6 +204,9 @@ class Snapshot(models.Model):
     nic_count = models.PositiveIntegerField(default=0)
     active_nic_count = models.PositiveIntegerField(default=0)
     nic_models = models.CharField(max_length=200, blank=True, default="")  # e.g. "8x 400 Gb/s"
+    # what a user said a NIC carries, overriding the engine's classification:
+    # {"<nic name>": {"role": "compute"|"storage"|"management", "by": "<username>", "at": "<ISO time>"}}
+    nic_roles = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-collected_at", "-id"]
@@ -387,3 +390,29 @@ class Fabric(models.Model):
     def taken_at(self):
         """When the output was taken: the sender's ``collected_at``, else its arrival."""
         return self.collected_at or self.received_at
+
+
+class Plan(models.Model):
+    """A saved what-if: a base layout (a snapshot, or a pasted bundle's sections) and a list of edits.
+
+    A plan is never reported data: it is listed under its cluster with its own label and left out
+    of every fleet statistic. ``edits`` is the what-if edit list (``apps.domain.whatif``);
+    ``base_sections`` holds the pasted sections when there is no ``base_snapshot``.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="plans")
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True, default="")
+    base_snapshot = models.ForeignKey(Snapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="plans")
+    base_sections = models.JSONField(null=True, blank=True)
+    edits = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="ingest_plan_unique_name")]
+
+    def __str__(self) -> str:
+        return f"plan {self.cluster.name}/{self.name}"
