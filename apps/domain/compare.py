@@ -41,6 +41,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from apps.domain.cluster import path_between
+from apps.domain.compare_attrs import PORT_ATTRS, attribute_changes, group_sentences, name_ranges, nvlink_changes
+from apps.domain.compare_bandwidth import bandwidth_change, gpu_bandwidth_changes
 from apps.domain.names import natural_key, pair_key
 
 __all__ = ["compare_docs", "compare_summary", "short_summary", "doc_edges", "upstream_links", "describe_link"]
@@ -151,7 +153,13 @@ def _where(parent: Mapping | None, siblings: tuple) -> str:
     return f"{label} with {', '.join(siblings)}" if siblings else f"{label} alone"
 
 
-def _devices(doc_a: Mapping, doc_b: Mapping) -> tuple[list[dict], dict[str, str], dict[str, str]]:
+def _devices(doc_a: Mapping, doc_b: Mapping, attrs: list[dict]) -> tuple[list[dict], dict[str, str], dict[str, str]]:
+    """Devices added, removed or changed; a changed one lists every attribute that differs
+    (``attrs``: ``compare_attrs.attribute_changes``), a NIC's state and rate as one "port" change."""
+    attr_texts: dict[str, list[str]] = defaultdict(list)
+    for r in attrs:
+        if not (r["kind"] == "nic" and r["attr"] in PORT_ATTRS):
+            attr_texts[r["key"]].append(r["text"])
     na, nb = _nodes(doc_a), _nodes(doc_b)
     fa, fb = _nic_facts(doc_a), _nic_facts(doc_b)
     ids_a = {n["id"]: k for k, n in na.items()}
@@ -183,16 +191,11 @@ def _devices(doc_a: Mapping, doc_b: Mapping) -> tuple[list[dict], dict[str, str]
             kind_a, kind_b = (pa or {}).get("kind"), (pb or {}).get("kind")
             if sa != sb or kind_a != kind_b:
                 changes.append(f"moved: now under {_where(pb, sb)} (was {_where(pa, sa)})")
-        if a.get("numa") != b.get("numa") and a.get("numa") is not None and b.get("numa") is not None:
-            changes.append(f"NUMA node {a['numa']} -> {b['numa']}")
         if node["kind"] == "nic" and k in fa and k in fb:
             x, y = fa[k], fb[k]
             if (x.get("state"), x.get("rate_gbps")) != (y.get("state"), y.get("rate_gbps")):
                 changes.append(f"port {_nic_words(x)} -> {_nic_words(y)}")
-        if node["kind"] == "gpu":
-            ma, mb = (a.get("attrs") or {}).get("model"), (b.get("attrs") or {}).get("model")
-            if ma and mb and ma != mb:
-                changes.append(f"model {ma} -> {mb}")
+        changes.extend(attr_texts.get(k, []))
         if changes:
             out.append({"name": name, "kind": node["kind"], "status": "changed", "changes": changes})
             hl_a[a["id"]] = hl_b[b["id"]] = "changed"
@@ -346,21 +349,18 @@ RANK_PORT_STATE, RANK_LINK_NARROWED, RANK_COUNT, RANK_NIC_ORDER, RANK_ADDED_REMO
 RANK_LINK_OTHER, RANK_GPU_NIC, RANK_MOVED, RANK_NUMA, RANK_FINDING, RANK_OTHER = 5, 6, 7, 8, 9, 10
 
 
-def _group_names(names: list[str], limit: int = 4) -> str:
-    names = sorted(names, key=natural_key)
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def _ranked_summary(devices: list[dict], links: list[dict], gpu_nic: list[dict], findings: dict, nic_order: bool,
-                    nic_counts: tuple[int, int], gpu_counts: tuple[int, int]) -> list[tuple[int, str]]:
+                    nic_counts: tuple[int, int], gpu_counts: tuple[int, int],
+                    attrs: list[dict] = ()) -> list[tuple[int, str]]:
     """(rank, sentence) pairs: port state, narrowed links, counts, NIC order, then the rest.
 
-    Many devices changing the same way (every GPU moved, every NUMA node renumbered) read as one
-    sentence naming the devices, so a different machine model does not drown the list.
+    Many devices changing the same way (every GPU moved, eight ports from InfiniBand to Ethernet)
+    read as one sentence naming every device, so a different machine model does not drown the
+    list and nothing is dropped. ``attrs``: ``compare_attrs.attribute_changes``.
     """
     out: list[tuple[int, str]] = []
     moved: list[tuple[str, str]] = []
-    numa: list[str] = []
+    ports: dict[str, list[str]] = defaultdict(list)
     unreported: list[str] = []
     added_removed: dict[str, list[str]] = {"added": [], "removed": []}
     for d in devices:
@@ -372,18 +372,23 @@ def _ranked_summary(devices: list[dict], links: list[dict], gpu_nic: list[dict],
             if c.startswith("port ") and "state unknown" in c:
                 unreported.append(d["name"])  # one side did not report the port: not a change of the port
             elif c.startswith("port "):
-                out.append((RANK_PORT_STATE, f"{d['name']}: {c}"))
+                ports[c].append(d["name"])
             elif c.startswith("moved"):
                 moved.append((d["name"], c))
-            elif c.startswith("NUMA"):
-                numa.append(d["name"])
-            else:
-                out.append((RANK_OTHER, f"{d['name']}: {c}"))
+    for c, names in ports.items():
+        out.append((RANK_PORT_STATE, f"{names[0]}: {c}" if len(names) == 1
+                    else f"{len(names)} ports {c[5:]}: {name_ranges(names)}"))
+    out.extend(group_sentences(attrs, skip=PORT_ATTRS))
+    by_change: dict[tuple, list[dict]] = defaultdict(list)
     for lk in links:
-        a, b = lk.get("before_gbs"), lk.get("after_gbs")
+        by_change[(lk["kind"], lk["before"], lk["after"])].append(lk)
+    for (_kind, before, after), same in by_change.items():
+        a, b = same[0].get("before_gbs"), same[0].get("after_gbs")
         narrowed = a is not None and b is not None and b < a
+        what = (f"{same[0]['device']} link" if len(same) == 1
+                else f"{len(same)} links ({name_ranges(lk['device'] for lk in same)})")
         out.append((RANK_LINK_NARROWED if narrowed else RANK_LINK_OTHER,
-                    f"{lk['device']} link {lk['before'] or 'none'} -> {lk['after'] or 'none'}"))
+                    f"{what} {before or 'none'} -> {after or 'none'}"))
     if nic_counts[0] != nic_counts[1]:
         out.append((RANK_COUNT, f"NIC count {nic_counts[0]} -> {nic_counts[1]}"))
     if gpu_counts[0] != gpu_counts[1]:
@@ -394,22 +399,20 @@ def _ranked_summary(devices: list[dict], links: list[dict], gpu_nic: list[dict],
                               for e in gpu_nic if e["before"] and e["after"]
                               and e["before"]["nic"] != e["after"]["nic"])[:300] + ")"))
     elif len(gpu_nic) > 4:
-        out.append((RANK_GPU_NIC, f"{len(gpu_nic)} GPUs reach their NIC differently ({_group_names([e['gpu'] for e in gpu_nic])})"))
+        out.append((RANK_GPU_NIC, f"{len(gpu_nic)} GPUs reach their NIC differently ({name_ranges([e['gpu'] for e in gpu_nic])})"))
     else:
         out.extend((RANK_GPU_NIC, e["text"]) for e in gpu_nic)
     if len(moved) > 3:
-        out.append((RANK_MOVED, f"{_group_names([m[0] for m in moved])} sit elsewhere in the PCIe tree"))
+        out.append((RANK_MOVED, f"{name_ranges([m[0] for m in moved])} sit elsewhere in the PCIe tree"))
     else:
         out.extend((RANK_MOVED, f"{name}: {c}") for name, c in moved)
-    if numa:
-        out.append((RANK_NUMA, f"NUMA node changed for {_group_names(numa)}"))
     for status, names in added_removed.items():
         if len(names) > 3:
-            out.append((RANK_ADDED_REMOVED, f"{_group_names(names)} {status}"))
+            out.append((RANK_ADDED_REMOVED, f"{name_ranges(names)} {status}"))
         else:
             out.extend((RANK_ADDED_REMOVED, f"{name} {status}") for name in names)
     if unreported:
-        out.append((RANK_OTHER, f"port state and rate reported on one side only for {_group_names(unreported)}"))
+        out.append((RANK_OTHER, f"port state and rate reported on one side only for {name_ranges(unreported)}"))
     for word in ("fixed", "new"):  # the same rule on several devices: one line with a count
         counts = Counter(f"{word}: {f['rule']} {f['title']}" for f in findings[word])
         out.extend((RANK_FINDING, text + (f" (x{n})" if n > 1 else "")) for text, n in counts.items())
@@ -427,8 +430,9 @@ def short_summary(diff: Mapping[str, Any], limit: int = 5) -> list[str]:
 
 def _summary_parts(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
     """What the summary sentences are made of (devices, links, GPU -> NIC picks, findings)."""
-    devices, hl_a, hl_b = _devices(doc_a, doc_b)
-    links = _links(doc_a, doc_b, hl_a, hl_b)
+    attrs = attribute_changes(doc_a, doc_b)
+    devices, hl_a, hl_b = _devices(doc_a, doc_b, attrs)
+    links = _links(doc_a, doc_b, hl_a, hl_b) + nvlink_changes(doc_a, doc_b)
     gpu_nic = _gpu_nic(doc_a, doc_b)
     findings = _findings(doc_a, doc_b)
     nics_a = sorted((n["name"] for n in doc_a.get("nics", [])), key=natural_key)
@@ -439,10 +443,11 @@ def _summary_parts(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
 
     summary = [text for _, text in sorted(_ranked_summary(devices, links, gpu_nic, findings, nic_order,
                                                             (len(nics_a), len(nics_b)),
-                                                            (len(doc_a.get("gpus", [])), len(doc_b.get("gpus", [])))),
+                                                            (len(doc_a.get("gpus", [])), len(doc_b.get("gpus", []))),
+                                                            attrs),
                                           key=lambda rt: rt[0])]
     return {"devices": devices, "links": links, "gpu_nic": gpu_nic, "findings": findings, "nic_order": nic_order,
-            "summary": summary, "highlight_a": hl_a, "highlight_b": hl_b}
+            "summary": summary, "highlight_a": hl_a, "highlight_b": hl_b, "attributes": attrs}
 
 
 def _fallback_line(pairs: list, matrix: list) -> str:
@@ -473,7 +478,9 @@ def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> dict:
         summary.append(_fallback_line(pairs, matrix))
     return {"changed": changed, "summary": summary, "devices": devices, "links": links, "gpu_pairs": pairs,
             "matrix": matrix, "gpu_nic": gpu_nic, "remote": remote, "findings": findings,
-            "nic_order": parts["nic_order"], "highlight_a": parts["highlight_a"], "highlight_b": parts["highlight_b"]}
+            "nic_order": parts["nic_order"], "highlight_a": parts["highlight_a"], "highlight_b": parts["highlight_b"],
+            "attributes": parts["attributes"], "bandwidth": bandwidth_change(doc_a, doc_b),
+            "gpu_gbs": gpu_bandwidth_changes(doc_a, doc_b)}
 
 
 def compare_summary(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any]) -> list[str]:

@@ -67,6 +67,10 @@ class NicFact:
     netdevs: tuple[str, ...] = ()
     speed_mbps: int | None = None  # NCCL XML net speed
     gdr: bool | None = None  # NCCL XML gdr flag
+    speed: str | None = None  # lane speed name (NDR, HDR, EDR) where a source says it
+    firmware: str | None = None  # the HCA's firmware version
+    port_guid: str | None = None
+    node_guid: str | None = None
     # how NCCL reaches it: "verbs" (NCCL's IB/RoCE transport), "ofi" (a libfabric net plugin:
     # AWS EFA, HPE Slingshot); see assemble.NET_PLUGIN_NICS
     transport: str = "verbs"

@@ -63,6 +63,10 @@ def _ib_ports(rep: Report, ports: dict[str, dict], order: list[str]) -> None:
                     "link_layer": get_field(p, "link_layer"),
                     "base_lid": to_int(get_field(p, "base_lid")),
                     "sm_lid": to_int(get_field(p, "sm_lid")),
+                    "speed": get_field(p, "speed_name"),
+                    "firmware": get_field(ca, "firmware_version"),
+                    "port_guid": _guid(get_field(p, "port_guid")),
+                    "node_guid": _guid(get_field(ca, "node_guid")),
                 }
                 for k, v in fields.items():
                     if v in (None, ()):
@@ -160,8 +164,16 @@ def _nic_fact(key: str, p: dict, label_of: dict[str, str], pci: dict[str, dict])
         width=p.get("width"), link_layer=p.get("link_layer"),
         numa=(dev or {}).get("numa"), base_lid=p.get("base_lid"), sm_lid=p.get("sm_lid"),
         netdevs=tuple(p.get("netdevs") or ()), speed_mbps=p.get("speed_mbps"), gdr=p.get("gdr"),
+        speed=p.get("speed"), firmware=p.get("firmware"), port_guid=p.get("port_guid"), node_guid=p.get("node_guid"),
         transport=_transport(key, p, dev),
     )
+
+
+def _guid(value: Any) -> str | None:
+    """A GUID as the sources print it (``0x58a2e103001b2576``); an all-zero one (a port that never
+    came up) is no GUID."""
+    text = str(value).strip().lower() if value not in (None, "") else ""
+    return text if text and (to_hex(text) or 0) != 0 else None
 
 
 def cross_check_nics(rep: Report, nics: list[NicFact], topo: dict, nic_map: dict) -> None:

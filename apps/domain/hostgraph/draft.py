@@ -186,10 +186,12 @@ class Draft:
 
 def gpu_attrs(g: GpuFact) -> dict:
     return dict(index=g.index, model=g.model, uuid=g.uuid, cpu_affinity=g.cpu_affinity,
-                pstate=g.pstate, nvlink_active=g.nvlink_active, gdr=g.gdr, c2c=g.c2c, gpu_numa_id=g.gpu_numa_id)
+                pstate=g.pstate, nvlink_active=g.nvlink_active, nvlink_total=g.nvlink_total, gdr=g.gdr, c2c=g.c2c,
+                gpu_numa_id=g.gpu_numa_id)
 
 
 def nic_attrs(n: NicFact) -> dict:
     return dict(port=n.port, state=n.state, phys_state=n.phys_state, rate_gbps=n.rate_gbps,
                 link_layer=n.link_layer, active=n.active, device=n.device, nic_label=n.label,
-                netdevs=list(n.netdevs), gdr=n.gdr, transport=n.transport)
+                netdevs=list(n.netdevs), gdr=n.gdr, transport=n.transport, width=n.width, speed=n.speed,
+                firmware=n.firmware, port_guid=n.port_guid, node_guid=n.node_guid)
