@@ -55,7 +55,9 @@ def test_cluster_compare_opens_on_the_last_change(signed_in):
 def test_cluster_compare_with_one_moment_says_nothing_to_compare(signed_in):
     h.standard_host(h.cluster(), "node-a", collected_at="2025-01-01T00:00:00Z")
     body = signed_in.get(reverse("explorer:cluster-compare", args=["lab"])).content.decode()
-    assert "fewer than two snapshot times" in body and 'value=""' in body
+    # no empty picker: both hold a moment (the one snapshot time, and now)
+    assert "fewer than two snapshot times" in body and 'value=""' not in body
+    assert 'name="a" value="2025-01-01T00:00:00"' in body
 
 
 def test_capacity_opens_on_the_layouts_with_most_data_and_a_verdict(signed_in):
