@@ -71,12 +71,16 @@ def test_names_from_nodes_are_escaped(doc):
     assert "<img" not in text and "&lt;img src=x" in text and "&lt;b&gt;x&lt;" in fig.layout.title.text
 
 
-def test_matrices_show_classes_and_the_chosen_nic(doc):
-    g = figures.gpu_matrix_figure(doc).data[0]
-    assert g.text[0][1] == "NV18" and g.z[0][1] > 0 and g.z[0][0] is None
-    n = figures.nic_matrix_figure(doc).data[0]
-    j = list(n.x).index("mlx5_0")
-    assert n.text[0][j] == "[PIX+]"  # GPU0 picks mlx5_0 with GPUDirect RDMA
+def test_matrices_show_class_and_value_in_each_cell(doc):
+    g, values = figures.gpu_matrix_figure(doc).data[:2]
+    assert g.text[0][1].startswith("NV18") and g.customdata[0][1] == "nvlink" and g.customdata[0][0] == "self"
+    cell = list(zip(values.x, values.y, values.text))
+    assert ("GPU1", "GPU0", "396*") in cell  # the pair's expected GB/s (assumed H100 rate) under its class
+    n, nvalues = figures.nic_matrix_figure(doc).data[:2]
+    i = list(n.y).index("mlx5_0")  # 12 NICs: one row per NIC
+    assert n.text[i][0].startswith("<b>PIX</b>")  # GPU0 picks mlx5_0 (bold) ...
+    assert n.customdata[i][0] == "gdr"  # ... with GPUDirect RDMA: the best colour
+    assert ("GPU0", "mlx5_0", "46.5") in list(zip(nvalues.x, nvalues.y, nvalues.text))
 
 
 def test_path_marks_one_bottleneck_and_both_hosts(doc):
