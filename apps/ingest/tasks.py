@@ -11,7 +11,7 @@ from celery import shared_task, signals
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from apps.ingest import imports, processing
+from apps.ingest import imports, processing, rebuild
 from topoweb.celery import app
 
 SWEEP_SCHEDULE_NAME = "ingest.sweep_uploads"
@@ -48,6 +48,15 @@ def prune_uploads_task() -> None:
              time_limit=settings.IMPORT_TIME_LIMIT)
 def run_import_job_task(job_id: int) -> None:
     imports.run_import_job(job_id)
+
+
+# A chunk of hosts of ``manage.py rebuild_snapshots`` (apps.ingest.rebuild.fan_out): a batch job, under
+# the bulk import's limits (a host with many stored reports takes longer than one upload).
+@shared_task(name="ingest.rebuild_hosts", ignore_result=True, autoretry_for=(OperationalError, InterfaceError),
+             retry_backoff=2, retry_backoff_max=60, max_retries=6, soft_time_limit=settings.IMPORT_SOFT_TIME_LIMIT,
+             time_limit=settings.IMPORT_TIME_LIMIT)
+def rebuild_hosts_task(host_ids: list[int]) -> None:
+    rebuild.rebuild_hosts(host_ids)
 
 
 def sweep_schedule() -> dict:
