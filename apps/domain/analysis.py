@@ -45,7 +45,8 @@ is always present (empty list / null when unknown):
                         |"nvswitch"|"nvme"|"other", "label": str, "bdf": str|null, "numa": int|null,
                         "parent": str|null, "inferred": bool, "attrs": {...}}],
                         # attrs of GPUs: gdr (NCCL XML), c2c (Grace NVLink-C2C), placement
-                        # "unknown"; of NICs: transport "verbs" | "ofi" (EFA, Slingshot), placement
+                        # "unknown", nvlink_active/nvlink_total; of NICs: transport "verbs" | "ofi"
+                        # (EFA, Slingshot), placement, width, speed (NDR...), firmware, port_guid, node_guid
             "edges": [{"source": id, "target": id, "kind": "pcie"|"nvlink"|"c2c"|"inter_socket"|"cpu_link",
                         "gen": int|null, "width": int|null, "max_gen": int|null, "max_width": int|null,
                         "links": int|null, "spec_gbs": float|null, "expected_gbs": float|null,
@@ -191,10 +192,11 @@ from apps.domain.nccl_system import document_graph
 from apps.domain.names import natural_key, natural_sorted
 from apps.domain.parsers import KINDS, to_jsonable
 
-__all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "build_document", "gpu_groups", "path_between",
+__all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "apply_nic_roles", "build_document", "gpu_groups", "path_between",
            "HOSTNAME_SECTION", "nccl_env"]
 
 SCHEMA = 1
+NIC_ROLES = ("compute", "storage", "management")  # Snapshot.nic_roles values (apps.domain.verdict.ROLES)
 HOSTNAME_SECTION = "hostname"  # a report section holding the host's name, not a parser kind
 UNKNOWN_HOST = "unknown-host"
 DOC_KEYS = ("schema", "hostname", "sources", "inferred", "summary", "graph", "gpus", "nics", "gpu_pairs",
@@ -251,7 +253,8 @@ class HostAnalysis:
         return path_between(self.doc, gpu, other.doc, other_gpu)
 
 
-def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> HostAnalysis:
+def analyze_host(sections: Mapping[str, str], hostname: str | None = None, *,
+                 nic_roles: Mapping[str, str] | None = None) -> HostAnalysis:
     """Parse a node report and analyse the host.
 
     Parameters
@@ -261,6 +264,10 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
         text of that command's output; an optional ``"hostname"`` section holds the host's name.
     hostname : str, optional
         Wins over the ``hostname`` section; ``"unknown-host"`` when neither is given.
+    nic_roles : mapping, optional
+        A user's word on what NICs carry ({"mlx5_4": "compute"|"storage"|"management"}): it wins
+        over the classification (``_compute_nics``), and NCCL is taken to be kept off the storage
+        and management ones (the NCCL_IB_HCA the document suggests), so no GPU picks them.
 
     Raises
     ------
@@ -289,6 +296,7 @@ def analyze_host(sections: Mapping[str, str], hostname: str | None = None) -> Ho
     facts = assemble(results, name)
     check_host_size(facts)  # the analysis grows with the cube of the devices: capped (limits.py)
     G = build_host_graph(facts)
+    apply_nic_roles(G, nic_roles)
     plain = {k: to_jsonable(v) for k, v in results.items()}
     with hostgraph_frozen(G):
         doc, text = _build_document(G, p2p=facts.p2p, results=plain, plain=True)
@@ -315,7 +323,7 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
         p["nvlink_reported"] = True if nv else (False if unreported else None)
     choice = paths.nic_choice(G)
     gpu_nic = paths.gpu_nic_choice(G, choice)
-    compute = _compute_nics(G, choice)
+    compute = _with_roles(G, _compute_nics(G, choice))
     rails = {n: i for i, n in enumerate(natural_sorted(compute))}
     chosen = {e["gpu"]: e["nic"] for e in gpu_nic}
     doc: dict[str, Any] = {
@@ -513,6 +521,26 @@ def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[
         return set(paths.nic_names(G))
     unplaced = {n for n in paths.nic_names(G) if G.nodes[n].get("placement") == "unknown"}
     return set(paths.nccl_nics(G, include_inactive=True)) | unplaced
+
+
+def apply_nic_roles(G: nx.Graph, nic_roles: Mapping[str, str] | None) -> None:
+    """Record a user's NIC roles on the graph (node attr ``role``) before the document is built;
+    names the graph does not hold are ignored (the NIC is gone from this report)."""
+    for name, role in (nic_roles or {}).items():
+        if name in G and G.nodes[name].get("kind") == "nic" and role in NIC_ROLES:
+            G.nodes[name]["role"] = role
+
+
+def _with_roles(G: nx.Graph, compute: set[str]) -> set[str]:
+    """The compute NICs with the user's roles (node attr ``role``) applied over them."""
+    out = set(compute)
+    for n in paths.nic_names(G):
+        role = G.nodes[n].get("role")
+        if role == "compute":
+            out.add(n)
+        elif role in NIC_ROLES:
+            out.discard(n)
+    return out
 
 
 def _graph_dict(G: nx.Graph) -> dict:

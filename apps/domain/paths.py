@@ -745,6 +745,8 @@ def _candidates(G: nx.Graph, include_inactive: bool) -> list[str]:
     out = []
     for n in nic_names(G):
         d = G.nodes[n]
+        if d.get("role") in ("storage", "management"):  # a user's word: kept off NCCL (NCCL_IB_HCA)
+            continue
         if not include_inactive and (d.get("active") is False or
                                      (d.get("state") and str(d.get("state")).lower() != "active")):
             continue
