@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from apps.explorer.models import ShareLink
 from apps.ingest.models import Host, Snapshot
@@ -92,25 +92,10 @@ def sorted_findings(doc: dict) -> list[dict]:
 
 
 def snapshot_facts(snapshot_ids: list[int]) -> dict[int, dict]:
-    """Snapshot id -> {"summary", "assumed_gpu_model", "nvlink_class"} without loading whole documents.
+    """Snapshot id -> {"summary", "assumed_gpu_model", "nvlink_class"} (``apps.ingest.layouts.snapshot_facts``)."""
+    from apps.ingest.layouts import snapshot_facts as facts
 
-    ``nvlink_class`` (the widest NV# bundle between two GPUs, e.g. "NV12") is read only for
-    snapshots whose GPU model is neither named nor assumed but which have NVLink.
-    """
-    out: dict[int, dict] = {}
-    rows = Snapshot.objects.filter(pk__in=snapshot_ids).values_list(
-        "pk", "document__summary", "document__graph__assumed_gpu_model")
-    for pk, summary, assumed in rows:
-        out[pk] = {"summary": summary if isinstance(summary, dict) else {}, "assumed_gpu_model": assumed,
-                   "nvlink_class": None}
-    need = [pk for pk, f in out.items() if f["summary"].get("nvlink") and not f["summary"].get("gpu_model")
-            and not f["summary"].get("gpu_model_assumed") and not f["assumed_gpu_model"]]
-    if need:
-        for pk, pairs in Snapshot.objects.filter(pk__in=need).values_list("pk", "document__gpu_pairs"):
-            widths = [int(p["path_class"][2:]) for p in pairs or []
-                      if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
-            out[pk]["nvlink_class"] = f"NV{max(widths)}" if widths else None
-    return out
+    return facts(snapshot_ids)
 
 
 def one_node_busbw(snapshot_ids: list[int]) -> dict[int, float | None]:
@@ -149,3 +134,85 @@ def layout_facts(snapshots) -> dict[int, dict]:
         of[s.pk] = rep.setdefault(s.fingerprint, s.pk) if s.fingerprint else s.pk
     facts = snapshot_facts(sorted(set(of.values())))
     return {pk: facts.get(r, {}) for pk, r in of.items()}
+
+
+# --- the cluster page's host table at any fleet size -------------------------------------------------
+
+HOST_SORTS = {"hostname": ("hostname",), "severity": ("score", "hostname"), "seen": ("seen", "hostname"),
+              "layout": ("layout__position", "hostname")}
+SEVERITY_FILTERS = ("CRIT", "HIGH", "MED", "LOW")
+
+
+def cluster_hosts(cluster, *, q: str = "", layout: int | None = None, severity: str = "", odd: bool = False,
+                  sort: str = "hostname", descending: bool = False) -> QuerySet[Host]:
+    """The hosts of ``cluster`` with a snapshot, filtered and sorted in the database (never by
+    loading documents): ``q`` a part of the host name, ``layout`` a layout's number on the page,
+    ``severity`` hosts with a finding of that severity or worse, ``odd`` only odd ones out;
+    ``sort`` one of ``HOST_SORTS`` (``severity``: findings weighted CRIT > HIGH > MED > LOW;
+    ``seen``: the last report received, unchanged ones too)."""
+    from django.db.models import F
+    from django.db.models.functions import Coalesce
+
+    from apps.ingest.layouts import with_layout
+
+    rows = with_layout(Host.objects.filter(cluster=cluster, latest_snapshot__isnull=False)).defer("description")
+    if q:
+        rows = rows.filter(hostname__icontains=q)
+    if layout is not None:
+        rows = rows.filter(layout__position=layout)
+    if severity in SEVERITY_FILTERS:
+        worse = SEVERITY_FILTERS[:SEVERITY_FILTERS.index(severity) + 1]
+        cond = Q()
+        for sev in worse:
+            cond |= Q(**{f"latest_snapshot__{sev.lower()}_count__gt": 0})
+        rows = rows.filter(cond)
+    if odd:
+        rows = rows.filter(layout__status="odd")
+    snap = "latest_snapshot__"
+    rows = rows.annotate(
+        score=F(snap + "crit_count") * 1_000_000 + F(snap + "high_count") * 10_000 + F(snap + "med_count") * 100
+        + F(snap + "low_count"),
+        seen=Coalesce("last_seen_at", snap + "collected_at"))
+    keys = HOST_SORTS.get(sort, HOST_SORTS["hostname"])
+    return rows.order_by(*[f"-{k}" if descending else k for k in keys[:1]], *keys[1:], "pk")
+
+
+def cluster_layouts(cluster, small: int = 4) -> list:
+    """The cluster's layout groups in page order, each with ``hostnames`` when it holds fewer than
+    ``small`` hosts (one query for all of those)."""
+    from apps.ingest.models import LayoutGroup
+
+    groups = list(LayoutGroup.objects.filter(cluster=cluster, host_count__gt=0).order_by("position"))
+    few = {g.pk: g for g in groups if g.host_count < small}
+    for g in groups:
+        g.hostnames = []
+    for pk, name in (Host.objects.filter(layout_id__in=list(few)).order_by("hostname")
+                     .values_list("layout_id", "hostname")):
+        few[pk].hostnames.append(name)
+    return groups
+
+
+def cluster_totals(cluster) -> dict:
+    """Hosts with a snapshot, odd ones out and findings by severity over the newest snapshots (one
+    aggregate query)."""
+    from django.db.models import Count, Sum
+
+    snap = "latest_snapshot__"
+    agg = Host.objects.filter(cluster=cluster, latest_snapshot__isnull=False).aggregate(
+        hosts=Count("id"), odd=Count("id", filter=Q(layout__status="odd")),
+        **{sev: Sum(f"{snap}{sev.lower()}_count") for sev in ("CRIT", "HIGH", "MED", "LOW", "INFO")})
+    return {"hosts": agg.pop("hosts") or 0, "odd": agg.pop("odd") or 0,
+            "severities": {k: v or 0 for k, v in agg.items()}}
+
+
+def cluster_state(cluster) -> tuple:
+    """What the cluster-wide findings depend on: its newest snapshots (count, largest id, latest
+    build) and its fabric uploads (count, largest id)."""
+    from django.db.models import Count, Max
+
+    from apps.ingest.models import Fabric
+
+    a = Host.objects.filter(cluster=cluster).aggregate(n=Count("latest_snapshot_id"), top=Max("latest_snapshot_id"),
+                                                       built=Max("latest_snapshot__built_at"))
+    f = Fabric.objects.filter(cluster=cluster).aggregate(n=Count("id"), top=Max("id"))
+    return (cluster.pk, a["n"], a["top"], str(a["built"]), f["n"], f["top"])

@@ -80,10 +80,19 @@ class Host(models.Model):
     description = models.TextField(blank=True, default="")  # e.g. demo provenance, "synthetic: ..."
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)  # last report received (duplicates too)
+    # kept at ingest by apps.ingest.layouts (manage.py refresh_layouts for rows stored before):
+    # the newest snapshot (by collected_at, then id), its layout group, and what differs from the
+    # group's reference (``layout_lines``, computed against the snapshots ``layout_compared`` names)
+    latest_snapshot = models.ForeignKey("Snapshot", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    layout = models.ForeignKey("LayoutGroup", null=True, blank=True, on_delete=models.SET_NULL, related_name="hosts")
+    layout_lines = models.JSONField(null=True, blank=True)
+    layout_compared = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["cluster__name", "hostname"]
         constraints = [models.UniqueConstraint(fields=["cluster", "hostname"], name="ingest_host_unique_name")]
+        indexes = [models.Index(fields=["cluster", "last_seen_at"], name="ingest_host_seen_idx")]
 
     def __str__(self) -> str:
         return f"{self.cluster.name}/{self.hostname}"
@@ -219,6 +228,33 @@ class Snapshot(models.Model):
     def severity_counts(self) -> dict[str, int]:
         return {"CRIT": self.crit_count, "HIGH": self.high_count, "MED": self.med_count,
                 "LOW": self.low_count, "INFO": self.info_count}
+
+
+class LayoutGroup(models.Model):
+    """The hosts of one cluster whose newest snapshots share a platform and a layout
+    (``apps.explorer.fleet`` module docstring), kept at ingest by ``apps.ingest.layouts``.
+
+    ``status`` is the group's place in its platform (norm, odd, alone, no-majority); ``reference``
+    the snapshot its hosts are compared with (the norm's first host; null for the norm itself and a
+    host alone); ``position`` its number on the cluster page."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="layouts")
+    platform_key = models.CharField(max_length=400)
+    platform = models.CharField(max_length=400)
+    fingerprint = models.CharField(max_length=140)
+    status = models.CharField(max_length=12, default="norm")
+    host_count = models.PositiveIntegerField(default=0)
+    platform_size = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0)
+    reference = models.ForeignKey(Snapshot, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["cluster", "position"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "platform_key", "fingerprint"],
+                                               name="ingest_layout_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name} layout {self.position} ({self.host_count} hosts, {self.status})"
 
 
 class ImportJob(models.Model):

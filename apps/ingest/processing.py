@@ -163,6 +163,18 @@ def _snapshot_fields(document: dict) -> dict:
 
 def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None,
                    attempt: int | None = None) -> str:
+    """``_write_outcome``, then the host's layout group brought up to date (``layouts.host_changed``)."""
+    from apps.ingest import layouts, nic_roles
+
+    status = _write_outcome(upload, outcome, from_status=from_status, attempt=attempt)
+    if status == Upload.Status.DONE:
+        nic_roles.carry_forward(upload.pk)  # the user's NIC roles, kept for the NICs still there
+    layouts.host_changed(upload.host_id)
+    return status
+
+
+def _write_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None,
+                   attempt: int | None = None) -> str:
     """Write the result of an analysis and return the upload's status afterwards.
 
     ``from_status`` guards against a concurrent claimant, and ``attempt`` (the attempt number

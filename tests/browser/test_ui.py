@@ -56,9 +56,14 @@ def test_cluster_host_path_journey(page, live_server):
     page.click("text=lab")
     page.wait_for_selector("#hosts")
     assert page.locator("tr.odd-one").count() == 1
-    page.fill("#host-filter", "node-c")
-    assert page.locator("#hosts tbody tr:visible").count() == 1
+    page.fill("#host-filter", "node-c")  # filtered by the server: Enter submits the query
+    with page.expect_navigation():
+        page.press("#host-filter", "Enter")
+    assert "q=node-c" in page.url and page.locator("#hosts tbody tr").count() == 1
     page.fill("#host-filter", "")
+    with page.expect_navigation():
+        page.press("#host-filter", "Enter")
+    assert page.locator("#hosts tbody tr").count() == 3
     shot(page, "02_cluster")
 
     page.click("#hosts >> text=node-a")

@@ -1,0 +1,233 @@
+"""Layout groups kept up to date at ingest, so the cluster page never reads every document.
+
+The grouping is ``apps.explorer.fleet``'s (module docstring there): a *platform* (GPU count,
+model, NVLink kind: ``labels.platform``) holds *layouts* (``summary.fingerprint``); its most common
+layout is the norm when one layout holds more hosts than any other, every host of another layout
+is an odd one out; one host alone has no norm; a tie is "no majority". Here each (cluster,
+platform, layout) is a :class:`LayoutGroup` row with its host count, status, page number
+(``position``) and ``reference`` (the snapshot its hosts are compared with: the newest snapshot of
+the norm's first host by name), and each host points at its newest snapshot and its group.
+
+``host_changed(host_id)`` is called once per stored outcome (``processing._store_outcome``: a new
+snapshot, a rebuild, a failure, an unchanged re-report): an unchanged re-report costs two small
+queries; a new snapshot of the same layout moves nothing; a new layout moves the host between
+groups and recounts its platform (one GROUP BY over the platform's hosts) under a lock on the
+cluster row. What an odd host's layout differs in (``compare_summary``, two documents) is
+computed for that host at ingest and, when the norm changed since, for the hosts a page shows
+(``refresh_lines``): never for the whole fleet at once.
+
+``refresh_cluster(cluster)`` recomputes a cluster from its snapshots (``manage.py refresh_layouts``;
+the cluster page runs it once for hosts stored before these columns existed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.db.models import Count, Exists, Min, OuterRef, Q
+
+from apps.domain.compare import short_summary
+from apps.explorer import fleet, labels
+from apps.ingest.models import Cluster, Host, LayoutGroup, Snapshot
+
+NORM, ODD, ALONE, NO_MAJORITY = fleet.NORM, fleet.ODD, fleet.ALONE, fleet.NO_MAJORITY
+MAX_LINES = 5  # differences kept per host, most important first
+_ORDER = {NORM: 0, NO_MAJORITY: 1, ALONE: 2, ODD: 3}
+_ROW = ("id", "host_id", "collected_at", "built_at", "fingerprint", "gpu_count", "gpu_model")
+
+
+# --- what names a platform, read without the whole document ---------------------------------------
+
+
+def snapshot_facts(snapshot_ids: Iterable[int]) -> dict[int, dict]:
+    """Snapshot id -> {"summary", "assumed_gpu_model", "nvlink_class"} without loading whole documents.
+
+    ``nvlink_class`` (the widest NV# bundle between two GPUs, e.g. "NV12") is read only for
+    snapshots whose GPU model is neither named nor assumed but which have NVLink.
+    """
+    out: dict[int, dict] = {}
+    rows = Snapshot.objects.filter(pk__in=list(snapshot_ids)).values_list(
+        "pk", "document__summary", "document__graph__assumed_gpu_model")
+    for pk, summary, assumed in rows:
+        out[pk] = {"summary": summary if isinstance(summary, dict) else {}, "assumed_gpu_model": assumed,
+                   "nvlink_class": None}
+    need = [pk for pk, f in out.items() if f["summary"].get("nvlink") and not f["summary"].get("gpu_model")
+            and not f["summary"].get("gpu_model_assumed") and not f["assumed_gpu_model"]]
+    if need:
+        for pk, pairs in Snapshot.objects.filter(pk__in=need).values_list("pk", "document__gpu_pairs"):
+            widths = [int(p["path_class"][2:]) for p in pairs or []
+                      if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
+            out[pk]["nvlink_class"] = f"NV{max(widths)}" if widths else None
+    return out
+
+
+def layout_key(s: Snapshot, facts: dict | None) -> tuple[str, str, str]:
+    """(platform key as JSON text, platform label, layout key) of snapshot row ``s``."""
+    key, label = fleet.platform_of(s, facts)
+    return json.dumps(key, default=str), label, (s.fingerprint or f"unknown-{s.pk}")[:140]
+
+
+def _version(s: Snapshot | None) -> str:
+    return f"{s.pk}:{s.built_at.timestamp():.6f}" if s is not None and s.built_at else "-"
+
+
+def _compared_key(ref: Snapshot | None, s: Snapshot | None) -> str:
+    return f"{_version(ref)}/{_version(s)}"
+
+
+def _newest(host_id: int) -> Snapshot | None:
+    return Snapshot.objects.filter(host_id=host_id).order_by("-collected_at", "-id").only(*_ROW).first()
+
+
+# --- at ingest --------------------------------------------------------------------------------------
+
+
+def host_changed(host_id: int) -> None:
+    """Bring the host's newest snapshot, layout group, its platform's statuses and its own
+    differences up to date (module docstring). Nothing is written for an unchanged re-report."""
+    host = Host.objects.filter(pk=host_id).only("id", "cluster_id", "latest_snapshot_id", "layout_id",
+                                                "layout_compared").first()
+    if host is None:
+        return
+    latest = _newest(host_id)
+    if latest is not None and host.latest_snapshot_id == latest.pk and host.layout_id is not None \
+            and host.layout_compared.endswith("/" + _version(latest)):
+        return  # the same snapshot as when its layout was last placed
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=host.cluster_id).first()  # one layout writer per cluster
+        old = LayoutGroup.objects.filter(pk=host.layout_id).first() if host.layout_id else None
+        group = None
+        if latest is not None:
+            pkey, label, fp = layout_key(latest, snapshot_facts([latest.pk]).get(latest.pk))
+            group, _ = LayoutGroup.objects.get_or_create(cluster_id=host.cluster_id, platform_key=pkey,
+                                                         fingerprint=fp, defaults={"platform": label})
+        Host.objects.filter(pk=host_id).update(latest_snapshot=latest, layout=group)
+        platforms = {g.platform_key for g in (old, group) if g is not None}
+        for pkey in sorted(platforms):
+            refresh_platform(host.cluster_id, pkey)
+        renumber(host.cluster_id)
+    host = with_layout(Host.objects.filter(pk=host_id)).first()
+    if host is not None:
+        refresh_lines([host])
+
+
+def with_layout(hosts):
+    """``hosts`` (a Host queryset) with their newest snapshot, layout group and its reference
+    snapshot joined, documents left out."""
+    return hosts.select_related("latest_snapshot", "layout", "layout__reference__host").defer(
+        "latest_snapshot__document", "latest_snapshot__nic_roles", "layout__reference__document",
+        "layout__reference__nic_roles")
+
+
+def refresh_platform(cluster_id: int, platform_key: str) -> None:
+    """Recount the layout groups of one platform and give each its status and reference
+    (``fleet.group_hosts``'s rules); groups left without hosts are deleted."""
+    groups = {g.pk: g for g in LayoutGroup.objects.filter(cluster_id=cluster_id, platform_key=platform_key)}
+    stats = {r["layout_id"]: r for r in Host.objects.filter(layout_id__in=list(groups)).order_by()
+             .values("layout_id").annotate(n=Count("id"), first=Min("hostname"))}
+    empty = [pk for pk in groups if pk not in stats]
+    if empty:
+        LayoutGroup.objects.filter(pk__in=empty).delete()
+    live = sorted((g for pk, g in groups.items() if pk in stats),
+                  key=lambda g: (-stats[g.pk]["n"], stats[g.pk]["first"]))
+    if not live:
+        return
+    size = sum(stats[g.pk]["n"] for g in live)
+    norm = live[0]
+    ref_id = (Host.objects.filter(layout=norm, hostname=stats[norm.pk]["first"])
+              .values_list("latest_snapshot_id", flat=True).first())
+    tie = len(live) > 1 and stats[live[1].pk]["n"] == stats[norm.pk]["n"]
+    for g in live:
+        g.host_count, g.platform_size = stats[g.pk]["n"], size
+        if size == 1:
+            g.status, g.reference_id = ALONE, None
+        elif tie:
+            g.status, g.reference_id = NO_MAJORITY, (None if g is norm else ref_id)
+        else:
+            g.status, g.reference_id = (NORM, None) if g is norm else (ODD, ref_id)
+    LayoutGroup.objects.bulk_update(live, ["host_count", "platform_size", "status", "reference"])
+
+
+def renumber(cluster_id: int) -> None:
+    """Page numbers of the cluster's groups: platforms by name, then norm, no majority, alone, odd,
+    larger groups first (the order the page always listed them in)."""
+    groups = list(LayoutGroup.objects.filter(cluster_id=cluster_id))
+    groups.sort(key=lambda g: (g.platform, _ORDER.get(g.status, 9), -g.host_count, g.fingerprint))
+    moved = []
+    for i, g in enumerate(groups, start=1):
+        if g.position != i:
+            g.position = i
+            moved.append(g)
+    if moved:
+        LayoutGroup.objects.bulk_update(moved, ["position"])
+
+
+def refresh_lines(hosts: list[Host]) -> None:
+    """What each host's layout differs in from its group's reference, computed only for the hosts
+    whose stored lines were made against other snapshots (``fleet.differences``: two documents a
+    host, read in batches, cached in the process). ``hosts`` come with ``latest_snapshot``,
+    ``layout`` and ``layout__reference`` (``with_layout``)."""
+    jobs, stale = [], []
+    for h in hosts:
+        g = h.layout if h.layout_id else None
+        own = h.latest_snapshot if h.latest_snapshot_id else None
+        ref = g.reference if g is not None and g.reference_id else None
+        key = _compared_key(ref, own)
+        if h.layout_compared == key:
+            continue
+        stale.append((h, ref, own, key))
+        if ref is not None and own is not None and ref.pk != own.pk:
+            jobs.append((ref, own))
+    if not stale:
+        return
+    diffs = fleet.differences(jobs, lambda pks: dict(Snapshot.objects.filter(pk__in=pks)
+                                                      .values_list("pk", "document")))
+    for h, ref, own, key in stale:
+        lines = None
+        if ref is not None and own is not None and ref.pk != own.pk:
+            lines = short_summary({"summary": diffs[(ref.pk, own.pk)]}, MAX_LINES)
+        h.layout_lines, h.layout_compared = lines, key
+    Host.objects.bulk_update([h for h, *_ in stale], ["layout_lines", "layout_compared"])
+
+
+# --- hosts stored before, and a whole cluster --------------------------------------------------------
+
+
+def needs_refresh(cluster: Cluster) -> bool:
+    """Whether some host of ``cluster`` has a snapshot but no layout (stored before these columns)."""
+    has = Snapshot.objects.filter(host_id=OuterRef("pk"))
+    return Host.objects.filter(cluster=cluster).filter(Q(layout__isnull=True) | Q(latest_snapshot__isnull=True)) \
+        .filter(Exists(has)).exists()
+
+
+def refresh_cluster(cluster: Cluster) -> int:
+    """Place every host of ``cluster`` from its snapshots (a backfill); returns the hosts placed.
+    Facts are read once per layout (hosts of one fingerprint share what names a platform)."""
+    from apps.explorer.selectors import latest_of_each_host
+
+    latest = {s.host_id: s for s in latest_of_each_host().filter(host__cluster=cluster).only(*_ROW)}
+    rep: dict[str, int] = {}
+    for s in latest.values():
+        if s.fingerprint:
+            rep.setdefault(s.fingerprint, s.pk)
+    facts = snapshot_facts(set(rep.values()) | {s.pk for s in latest.values() if not s.fingerprint})
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+        keys = {hid: layout_key(s, facts.get(rep.get(s.fingerprint, s.pk))) for hid, s in latest.items()}
+        known = {(g.platform_key, g.fingerprint): g for g in LayoutGroup.objects.filter(cluster=cluster)}
+        for pkey, label, fp in set(keys.values()):
+            if (pkey, fp) not in known:
+                known[(pkey, fp)] = LayoutGroup.objects.create(cluster=cluster, platform_key=pkey, fingerprint=fp,
+                                                               platform=label)
+        hosts = list(Host.objects.filter(cluster=cluster).only("id", "latest_snapshot_id", "layout_id"))
+        for h in hosts:
+            s = latest.get(h.pk)
+            h.latest_snapshot_id = s.pk if s else None
+            h.layout_id = known[(keys[h.pk][0], keys[h.pk][2])].pk if s else None
+        Host.objects.bulk_update(hosts, ["latest_snapshot", "layout"], batch_size=2000)
+        for pkey in sorted({g.platform_key for g in known.values()}):
+            refresh_platform(cluster.pk, pkey)
+        renumber(cluster.pk)
+    return len(latest)
