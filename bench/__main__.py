@@ -14,6 +14,7 @@ Groups (all by default, in this order):
   browser   time to interactive of the host and cluster pages in headless Chromium
   pipeline  end-to-end ingest of 1,024 synthetic hosts with 1 and 2 workers (private PostgreSQL
             and Redis), scaling ratio
+  rebuild   rebuild_snapshots over 1 and 2 Celery workers (private PostgreSQL and Redis), snapshots/s
   ingest    ingestion figures (bench/ingest.py: one worker's throughput, accept
             latency under 50 concurrent agents), run in a subprocess of its own
   ui        page figures (bench/ui.py) when present, also in a subprocess
@@ -38,7 +39,7 @@ from pathlib import Path
 from bench.timing import Measure, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ["parsers", "engine", "fabric", "pages", "peers", "browser", "pipeline", "ingest", "ui"]
+GROUPS = ["parsers", "engine", "fabric", "pages", "peers", "browser", "pipeline", "rebuild", "ingest", "ui"]
 DJANGO_GROUPS = {"pages", "peers", "browser"}
 SUBPROCESS_GROUPS = {"ingest", "ui"}  # others' modules: their own Django settings and services
 MARK = "@@BENCH-JSON@@"

@@ -18,6 +18,11 @@ between random GPU pairs of a 1,024-host synthetic cluster.
   node and across nodes) on the real RCCL topology of 16 MI250 GCDs joined by xGMI
   (``tests/fixtures/nccl_topo_xml/rccl_topo_expl_topo_16p1h_mi250_broadcom_sw.xml``), cold
   (``clear_caches`` first: the search's integer view of the system is built again); target 50 ms.
+* ``what-if recompute, 8-GPU host <layout>``: ``whatif.whatif`` on an analysed host (its
+  ``HostAnalysis``): the edits applied to a copy of the graph, the whole document built again and
+  compared with the original, the estimate cold (``clear_caches`` first: an edited layout is a new
+  one); target 50 ms (issue #14). The ``estimate kept`` row repeats the same edits (the edited
+  layout's NCCL channel search kept): what the what-if costs beyond the search.
 * ``fabric graph``: ``fabric.build_fabric`` of a parsed ibnetdiscover, the synthetic 2,000-switch /
   16,000-HCA fat tree of ``bench.fabric_synth`` and the real DGX H100 SuperPOD capture; ``fabric
   route``: ``fabric.route`` between random HCA pairs of each (p50, p95).
@@ -36,6 +41,7 @@ from apps.domain.cluster import ClusterIndex
 from apps.domain.estimate import channel_search, clear_caches, estimate, link_figures
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.parsers import ALL_KINDS, KINDS
+from apps.domain.whatif import whatif
 from bench.fabric_synth import synthetic_ibnetdiscover
 from bench.synth import iter_reports, load_layouts
 from bench.timing import Measure, measure, summarize, timed
@@ -44,6 +50,7 @@ HOST_GRAPH_TARGET_MS = 20.0
 ESTIMATE_TARGET_MS = 10.0
 ANALYSIS_TARGET_MS = 10.0
 CHANNEL_SEARCH_TARGET_MS = 50.0
+WHATIF_TARGET_MS = 50.0
 MESH16 = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "nccl_topo_xml"
           / "rccl_topo_expl_topo_16p1h_mi250_broadcom_sw.xml")
 PATH_P95_TARGET_MS = 5.0
@@ -120,6 +127,34 @@ def estimate_rows() -> list[Measure]:
                          f"{ring.bw_intra:g} GB/s")]
 
 
+def whatif_edits(doc: dict) -> list[dict]:
+    """A planner's edit list for one host: every compute NIC at 400 Gb/s, a NIC added beside the
+    last GPU, NVLS off."""
+    edits = [{"op": "set_nic", "name": n["name"], "rate_gbit": 400} for n in doc["nics"] if n["compute"]]
+    return edits + [ADD_NIC(doc), {"op": "set_env", "name": "NCCL_NVLS_ENABLE", "value": "0"}]
+
+
+def ADD_NIC(doc: dict) -> dict:  # noqa: N802  (the one edit of the "add a NIC" row)
+    return {"op": "add_nic", "name": "planned_nic0", "near": doc["gpus"][-1]["name"], "rate_gbit": 200}
+
+
+def whatif_rows(layouts) -> list[Measure]:
+    rows = []
+    for layout in layouts:
+        base = analyze_host(layout.sections, layout.hostname)
+        if base.doc["summary"]["gpu_count"] != 8 or not base.doc["nics"]:
+            continue
+        for what, edits in (("add a NIC", [ADD_NIC(base.doc)]), ("NICs to 400G + a NIC + NVLS off", whatif_edits(base.doc))):
+            said = len(whatif(base, edits)["changes"]["summary"])
+            rows.append(measure(f"what-if recompute, 8-GPU host {layout.name}: {what}",
+                                lambda: (clear_caches(), whatif(base, edits)), runs=9, warmup=1,
+                                target_ms=WHATIF_TARGET_MS, note=f"{len(edits)} edit(s), estimate cold; {said} changes said"))
+        rows.append(measure(f"what-if recompute, 8-GPU host {layout.name}: the same again, estimate kept",
+                            lambda: whatif(base, edits), runs=9, warmup=1,
+                            note="the edited layout's channel search kept: what the what-if costs beyond it"))
+    return rows
+
+
 def run() -> list[Measure]:
     rows = []
     for layout in load_layouts():
@@ -146,5 +181,6 @@ def run() -> list[Measure]:
                                ", ".join(f"{k} {v}" for k, v in sorted(mechanisms.items()))))
     rows[-1].target_on = "p95"
     rows += estimate_rows()
+    rows += whatif_rows(load_layouts())
     rows += fabric_rows()
     return rows

@@ -12,6 +12,12 @@
   the figure is the cold cost of a route through 2 to 6 switches. p50/p95 per query, target p95 < 5 ms.
 * ``path query, rail model``: the same queries without the fabric (the assumed rail switches), to
   show what the switches add.
+* ``placement, 64 nodes in 1,024 hosts with a fabric``: ``placement.place(docs, nodes=64,
+  gpus_per_node=8, view=view)`` over the same 1,024 hosts and fabric (the view built once, as the
+  server keeps it): health, layout groups, leaf sets, the estimate of the placement and of a seeded
+  random one with their leaf-uplink contention. Cold: the estimate's models cleared before each run
+  (a layout's first placement searches NCCL's channels with the job's ``NCCL_IB_HCA``); warm: kept.
+  Target < 1 s.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ import random
 from apps.domain.cluster import ClusterIndex, rails
 from apps.domain.fabric import attach_hosts, build_fabric, host_cas
 from apps.domain.fabric_paths import FabricView
+from apps.domain import estimate, placement
 from apps.domain.parsers import ALL_KINDS
 from bench.engine import cluster_documents
 from bench.fabric_synth import synthetic_ibnetdiscover
 from bench.timing import Measure, measure, summarize, timed
 
 PATH_P95_TARGET_MS = 5.0
+PLACEMENT_TARGET_MS = 1000.0
 HOSTS = 1024
 QUERIES = 3000
 
@@ -86,4 +94,21 @@ def run() -> list[Measure]:
     base, base_answers = cross_host_queries(ClusterIndex(docs), docs)
     rows.append(summarize(f"path query, rail model (no fabric), the same pairs, {len(docs)} hosts", base,
                           note="answers: " + ", ".join(f"{k} {v}" for k, v in sorted(base_answers.items()))))
+    rows += placement_rows(docs, view)
     return rows
+
+
+def placement_rows(docs: list[dict], view: FabricView) -> list[Measure]:
+    """Placement of 64 x 8 GPUs among ``docs`` on ``view``: cold (estimate models cleared) and warm."""
+    def cold() -> dict:
+        estimate.clear_caches()
+        return placement.place(docs, nodes=64, gpus_per_node=8, view=view)
+
+    got = placement.place(docs, nodes=64, gpus_per_node=8, view=view)
+    note = (f"{len(got['skipped'])} hosts skipped, {got['fabric']['leaf_sets']} leaf sets, "
+            f"expected {got['expected_busbw_gbs']} GB/s vs random {got['random_busbw_gbs']} GB/s")
+    return [measure(f"placement, 64 nodes in {len(docs):,} hosts with a fabric (cold estimate)", cold, runs=5,
+                    warmup=1, target_ms=PLACEMENT_TARGET_MS, note=note),
+            measure(f"placement, 64 nodes in {len(docs):,} hosts with a fabric (layouts' models kept)",
+                    lambda: placement.place(docs, nodes=64, gpus_per_node=8, view=view), runs=5, warmup=1,
+                    target_ms=PLACEMENT_TARGET_MS)]

@@ -1,4 +1,5 @@
-"""Page benchmarks: server time and payload of the host, cluster (256 and 1,024 hosts), path,
+"""Page benchmarks: "host page server time" (target 50 ms) and "home page, 1,024-host fleet" (target
+150 ms; ``headline_rows``), then server time and payload of the host, cluster (256 and 1,024 hosts), path,
 compare and fabric (the SYNTHETIC 2,000-switch fat tree of ``bench.fabric_synth``) pages, through
 Django's test client against the bench PostgreSQL database filled by the generator (``bench.db``).
 Server time is the whole request in-process (middleware, queries, figures, template); payload is
@@ -74,6 +75,7 @@ def run() -> list[Measure]:
     rows: list[Measure] = []
     h = ctx["hosts"][0]
     rows += page(c, "host", f"/c/{h.cluster.name}/h/{h.hostname}/")
+    rows += headline_rows(c, h)
     for name, n in CLUSTERS:
         rows += page(c, f"cluster {n} hosts", f"/c/{name}/", runs=7 if n > 500 else 11)
     a, b = ctx["hosts"][0], ctx["hosts"][1]
@@ -82,6 +84,42 @@ def run() -> list[Measure]:
     ch = ctx["compare_host"]
     rows += page(c, "compare (2 snapshots)", f"/c/{ch.cluster.name}/h/{ch.hostname}/compare/")
     rows += fabric_rows(c)
+    return rows
+
+
+HOME_USER = "bench-fleet"  # sees the 1,024-host cluster alone
+
+
+def headline_rows(c, h) -> list[Measure]:
+    """The two page figures with targets: the host page's server time (< 50 ms) and the fleet home
+    page of a user whose fleet is the 1,024-host cluster (< 150 ms; its problems read once per
+    snapshot build and kept, ``apps.explorer.home``), and that home page's first view after a
+    restart (the problems of every snapshot with a MED or worse finding read: no target)."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from apps.explorer import home
+    from apps.ingest import access
+
+    url = f"/c/{h.cluster.name}/h/{h.hostname}/"
+    rows = [measure("host page server time", lambda: c.get(url), runs=15, warmup=2, target_ms=50.0,
+                    note=f"GET {url}")]
+    user, _ = get_user_model().objects.get_or_create(username=HOME_USER)
+    access.grant(cluster="synth-1024", role=access.VIEWER, username=HOME_USER)
+    fleet = Client()
+    fleet.force_login(user)
+    resp = fleet.get("/")
+    if resp.status_code != 200 or b'id="cluster-table"' not in resp.content:
+        raise RuntimeError(f"home page answered {resp.status_code}")
+    rows.append(measure("home page, 1,024-host fleet", lambda: fleet.get("/"), runs=11, warmup=2, target_ms=150.0,
+                        note=f"GET / as a viewer of synth-1024 alone; {len(resp.content) / 1024:.0f} KiB HTML"))
+
+    def cold():
+        home.clear_cache()
+        fleet.get("/")
+
+    rows.append(measure("home page, 1,024-host fleet, first view", cold, runs=5, warmup=1,
+                        note="the problems' cache emptied before each request (a server just started)"))
     return rows
 
 

@@ -17,7 +17,6 @@ Bandwidths are GB/s per direction everywhere, as in the documents.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -28,12 +27,14 @@ import plotly.graph_objects as go
 
 from apps.domain.compare import describe_link, doc_edges, upstream_links
 from apps.domain.names import natural_key
+from apps.domain.nvlink_figures import nvlink_bundles
+from apps.explorer.figure_matrices import gpu_matrix_spec, nic_matrix_spec
+from apps.explorer.figures_base import FONT, base_layout as _base_layout, esc, fmt_gbs as _fmt
 
 __all__ = ["host_figure", "gpu_matrix_figure", "nic_matrix_figure", "path_figure", "capacity_figure",
            "host_figure_json", "gpu_matrix_figure_json", "nic_matrix_figure_json", "path_figure_json",
            "capacity_figure_json", "to_json", "BANDS", "band_of", "node_positions"]
 
-FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12, color="#1d2330")
 KIND_STYLE = {  # symbol, size, colour, legend name
     "cpu": ("square", 26, "#344054", "CPU socket / NUMA node"),
     "root_complex": ("circle", 13, "#868e96", "PCIe root complex (host bridge)"),
@@ -58,15 +59,6 @@ HIGHLIGHT = {"added": "#2b8a3e", "removed": "#c92a2a", "changed": "#f08c00"}
 LEAF_KINDS = ("gpu", "nic", "nvme", "other")
 
 
-def esc(value: Any) -> str:
-    """Escape a string for Plotly text (which renders some tags and decodes entities)."""
-    return html.escape("" if value is None else str(value), quote=False)
-
-
-def _fmt(v: float | None) -> str:
-    return "?" if v is None else f"{v:.1f}"
-
-
 def band_of(gbs: float | None) -> tuple:
     """The colour band of a bandwidth (GB/s per direction)."""
     if gbs is None:
@@ -82,14 +74,6 @@ def _gbs(e: Mapping | None) -> float | None:
         return None
     v = e.get("expected_gbs")
     return v if v is not None else e.get("spec_gbs")
-
-
-def _base_layout(title: str, height: int, **extra: Any) -> dict:
-    layout = dict(title=dict(text=title, x=0.01, font=dict(size=15)), height=height, font=FONT, template="none",
-                  margin=dict(l=10, r=10, t=48, b=10), paper_bgcolor="#ffffff", plot_bgcolor="#ffffff",
-                  hoverlabel=dict(font=dict(size=12)), legend=dict(font=dict(size=11)))
-    layout.update(extra)
-    return layout
 
 
 # -- host drawing -----------------------------------------------------------------------------
@@ -198,20 +182,9 @@ def _curve(x0: float, x1: float, y: float, depth: float, steps: int = 12) -> tup
 
 
 def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
-    """(GPU -> (links, GB/s, assumed) into the NVSwitch, [(a, b, links, GB/s, assumed) direct NVLink pairs])."""
-    to_switch: dict[str, tuple] = {}
-    direct = []
-    for p in doc.get("gpu_pairs", []):
-        m = re.match(r"NV(\d+)$", p.get("path_class") or "")
-        links = int(m.group(1)) if m else None
-        if p.get("mechanism") == "nvswitch":
-            hops = p.get("hops") or []
-            for g, h in ((p["a"], hops[0] if hops else None), (p["b"], hops[-1] if hops else None)):
-                to_switch.setdefault(g, (links, _gbs(h), bool((h or {}).get("assumed"))))
-        elif p.get("mechanism") == "nvlink":
-            direct.append((p["a"], p["b"], links, p.get("bottleneck_gbs"),
-                           any(h.get("assumed") for h in p.get("hops") or [])))
-    return to_switch, direct
+    """(GPU -> (links, GB/s, assumed) into the NVSwitch, [(a, b, links, GB/s, assumed) direct NVLink pairs]):
+    the figures the capacity page states too (``nvlink_figures.nvlink_bundles``)."""
+    return nvlink_bundles(doc)
 
 
 def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
@@ -280,7 +253,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                          name="degraded link (below its capability)"))
     if labels_x:
         data.append(dict(type="scatter", mode="text", x=labels_x, y=labels_y, text=labels_text,
-                         textfont=dict(size=9, color="#495057"), hovertext=labels_hover, hoverinfo="text",
+                         textfont=dict(size=12, color="#495057"), hovertext=labels_hover, hoverinfo="text",
                          showlegend=False, name="PCIe link labels"))
 
     # inter-socket link: a bar across the socket row
@@ -299,7 +272,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                          name="inter-socket link (UPI / xGMI)" + (" * assumed" if star else ""),
                          meta="assumed" if star else "inter_socket"))
         annotations.append(dict(x=(min(xs) + max(xs)) / 2, y=y, yshift=9, showarrow=False,
-                                text=f"{_fmt(gbs)} GB/s{star}", font=dict(size=9.5, color="#495057")))
+                                text=f"{_fmt(gbs)} GB/s{star}", font=dict(size=12.5, color="#495057")))
 
     # NVLink
     to_switch, direct = _nvlink_bundles(doc)
@@ -325,10 +298,10 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
             bw = f", {_fmt(next(iter(bws)))} GB/s per direction{nv_star}" if len(bws) == 1 else nv_star
             annotations.append(dict(x=sx, y=sy, yshift=-16, xanchor="center", yanchor="top",
                                     showarrow=False, text=f"NVSwitch: {tt[0]} per GPU{bw}",
-                                    font=dict(size=10, color="#0b7285")))
+                                    font=dict(size=12, color="#0b7285")))
         else:
             data.append(dict(type="scatter", mode="text", x=tx, y=[sy + 0.35] * len(tx), text=tt, showlegend=False,
-                             hoverinfo="skip", textfont=dict(size=9, color="#0b7285"), name="NVLink counts"))
+                             hoverinfo="skip", textfont=dict(size=12, color="#0b7285"), name="NVLink counts"))
         if gx:
             data.append(dict(type="scatter", mode="lines", x=[min(gx) - 0.3, max(gx) + 0.3], y=[sy, sy],
                              line=dict(color="#0b7285", width=10), hoverinfo="skip", showlegend=False,
@@ -346,12 +319,21 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                              line=dict(color="#0b7285", width=1.5 + (links or 1)), legendgroup="nvlink",
                              showlegend=False, name=f"NVLink {a}-{b}"))
             annotations.append(dict(x=(xa + xb) / 2, y=min(cy), text=(f"NV{links}" if links else "NV") + ("*" if assumed else ""),
-                                    showarrow=False, font=dict(size=9, color="#0b7285"), yshift=-7))
+                                    showarrow=False, font=dict(size=12, color="#0b7285"), yshift=-7))
         data.append(dict(type="scatter", mode="lines", x=[None], y=[None], line=dict(color="#0b7285", width=3),
                          legendgroup="nvlink", name="NVLink bundle (NV# = links; thicker = more)"))
 
     # P2P gaps
     gaps = doc.get("p2p_gaps") or []
+    n_gpus = len([g for g in gpu_facts if g in pos])
+    if gaps and n_gpus > 2 and len(gaps) >= n_gpus * (n_gpus - 1) // 2:
+        # every pair lacks P2P (a PCIe box: 28 arcs for 8 GPUs would hide the GPU labels): one line instead
+        y = min((pos[g][1] for g in gpu_facts if g in pos), default=0.0)
+        annotations.append(dict(x=(min(pos[g][0] for g in gpu_facts if g in pos)
+                                   + max(pos[g][0] for g in gpu_facts if g in pos)) / 2, y=y, yshift=-44,
+                                showarrow=False, font=dict(size=12, color="#c92a2a"), meta="p2p-summary",
+                                text=f"no P2P between any GPU pair: all {len(gaps)} copy through host memory (SHM)"))
+        gaps = []
     if gaps:
         y = min((pos[g][1] for g in gpu_facts if g in pos), default=0.0)
         xs, ys, hx, hy, ht = [], [], [], [], []
@@ -387,7 +369,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                                 hovertext=f"{esc(c.get('label'))}: {c['ratio']:.1f}x oversubscribed<br>"
                                           f"{c['flows']} flows want {_fmt(c.get('demand_gbs'))} of "
                                           f"{_fmt(c.get('capacity_gbs'))} GB/s per direction",
-                                font=dict(size=10, color="#d9480f"), bgcolor="rgba(255,255,255,0.8)"))
+                                font=dict(size=12, color="#d9480f"), bgcolor="rgba(255,255,255,0.8)"))
 
     # device markers
     by_kind: dict[tuple, list[str]] = defaultdict(list)
@@ -404,12 +386,12 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                 near = k > 0 and pos[i][0] - pos[ordered[k - 1]][0] < 1.5 and pos[i][1] == pos[ordered[k - 1]][1]
                 stagger = near and annotations[-1].get("yshift") == -15
                 annotations.append(dict(x=pos[i][0], y=pos[i][1], text=_short(nodes[i], nic_facts), showarrow=False,
-                                        yshift=-27 if stagger else -15, font=dict(size=9.5, color="#5f3dc4")))
+                                        yshift=-27 if stagger else -15, font=dict(size=12.5, color="#5f3dc4")))
         trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "cpu") else "markers",
                      x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids],
                      text=[_short(nodes[i], nic_facts) for i in ids],
                      textposition="top center" if kind == "cpu" else "bottom center",
-                     textfont=dict(size=10), hoverinfo="text",
+                     textfont=dict(size=12), hoverinfo="text",
                      hovertext=[_node_hover(nodes[i], doc, nic_facts, gpu_facts, up) for i in ids],
                      marker=dict(symbol=symbol + ("-open" if inferred else ""), size=size, color=colour,
                                  line=dict(width=2 if inferred else 1, color=colour if inferred else "#ffffff")),
@@ -442,82 +424,17 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
     subtitle = " (inferred from topo -m: dashed / hollow)" if mode == "inferred" else ""
     layout = _base_layout(title or f"{esc(doc.get('hostname'))}: PCIe, NVLink and NICs{subtitle}", height,
                           xaxis=dict(axis, range=[min(xs) - 1.0, max(xs) + 1.0]),
-                          yaxis=dict(axis, range=[min(ys) - 0.9, max(ys) + 0.7]),
+                          # a short drawing needs more room above the sockets for their labels
+                          yaxis=dict(axis, range=[min(ys) - 0.9, max(ys) + (0.7 if height >= 500 else 1.1)]),
                           shapes=shapes, annotations=annotations, hovermode="closest", dragmode="pan",
-                          legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=10.5)),
+                          legend=dict(orientation="h", y=-0.02, yanchor="top", x=0, font=dict(size=12.5)),
                           showlegend=legend, margin=dict(l=10, r=10, t=42, b=10))
     if not nodes:
         layout["annotations"] = [dict(text="No devices in this snapshot", showarrow=False, x=0, y=0)]
     return {"data": data, "layout": layout}
 
 
-# -- matrices ---------------------------------------------------------------------------------
-
-
-def gpu_matrix_spec(doc: Mapping, height: int = 340) -> dict:
-    """GPU x GPU: path class in each cell, coloured by expected GB/s per direction; * = no P2P."""
-    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=natural_key)
-    idx = {g: i for i, g in enumerate(gpus)}
-    n = len(gpus)
-    z = [[None] * n for _ in range(n)]
-    text = [["X" if i == j else "" for j in range(n)] for i in range(n)]
-    hover = [[f"{esc(gpus[i])} itself" if i == j else "" for j in range(n)] for i in range(n)]
-    for p in doc.get("gpu_pairs", []):
-        if p["a"] not in idx or p["b"] not in idx:
-            continue
-        i, j = idx[p["a"]], idx[p["b"]]
-        label = (p.get("path_class") or "?") + ("" if p.get("p2p") else "*")
-        h = (f"{esc(p['a'])} - {esc(p['b'])}: <b>{esc(p.get('path_class'))}</b>, {_fmt(p.get('bottleneck_gbs'))} GB/s "
-             f"per direction<br>{'P2P' if p.get('p2p') else 'no P2P'}: {esc(p.get('reason'))}")
-        for a, b in ((i, j), (j, i)):
-            z[a][b] = p.get("bottleneck_gbs")
-            text[a][b] = label
-            hover[a][b] = h
-    zmax = max((v for row in z for v in row if v is not None), default=1.0)
-    data = [dict(type="heatmap", z=z, x=gpus, y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=10), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0, zmax=zmax,
-                 colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
-                 xgap=1, ygap=1, name="GPU x GPU")]
-    layout = _base_layout("GPU x GPU: path class and bottleneck (* = no P2P)", height,
-                          xaxis=dict(side="top", tickfont=dict(size=10), title=None),
-                          yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
-                          margin=dict(l=50, r=10, t=64, b=10))
-    return {"data": data, "layout": layout}
-
-
-def nic_matrix_spec(doc: Mapping, height: int = 340) -> dict:
-    """GPU x NIC: path class per cell coloured by GB/s; [ ] = the NIC NCCL picks; + = GPUDirect RDMA on."""
-    gpus = sorted((g["name"] for g in doc.get("gpus", [])), key=natural_key)
-    nics = sorted({c["nic"] for c in doc.get("gpu_nic_matrix", [])}, key=natural_key)
-    chosen = {e["gpu"]: e["nic"] for e in doc.get("gpu_nic", [])}
-    gi, ni = {g: i for i, g in enumerate(gpus)}, {n: i for i, n in enumerate(nics)}
-    z = [[None] * len(nics) for _ in gpus]
-    text = [[""] * len(nics) for _ in gpus]
-    hover = [[""] * len(nics) for _ in gpus]
-    for c in doc.get("gpu_nic_matrix", []):
-        if c["gpu"] not in gi or c["nic"] not in ni:
-            continue
-        i, j = gi[c["gpu"]], ni[c["nic"]]
-        label = (c.get("path_class") or "?") + ("+" if c.get("gdr") else "")
-        pick = chosen.get(c["gpu"]) == c["nic"]
-        z[i][j] = c.get("bandwidth_gbs")
-        text[i][j] = f"[{label}]" if pick else label
-        hover[i][j] = (f"{esc(c['gpu'])} - {esc(c['nic'])}: <b>{esc(c.get('path_class'))}</b>, "
-                       f"{_fmt(c.get('bandwidth_gbs'))} GB/s per direction<br>GPUDirect RDMA "
-                       f"{'on' if c.get('gdr') else 'off'}" + ("<br>NCCL picks this NIC for this GPU" if pick else ""))
-    zmax = max((v for row in z for v in row if v is not None), default=1.0)
-    data = [dict(type="heatmap", z=z, x=[esc(n) for n in nics], y=gpus, text=text, texttemplate="%{text}",
-                 textfont=dict(size=9), hovertext=hover, hoverinfo="text", colorscale="Viridis", zmin=0, zmax=zmax,
-                 colorbar=dict(title=dict(text="GB/s per<br>direction", font=dict(size=11)), thickness=12),
-                 xgap=1, ygap=1, name="GPU x NIC")]
-    layout = _base_layout("GPU x NIC: [ ] = NIC NCCL picks, + = GPUDirect RDMA", height,
-                          xaxis=dict(side="top", tickfont=dict(size=9), tickangle=-45),
-                          yaxis=dict(autorange="reversed", tickfont=dict(size=10)),
-                          margin=dict(l=50, r=10, t=100, b=10))
-    if not nics:
-        layout["annotations"] = [dict(text="No NICs in this snapshot: paste ibstat or the topo -m NIC columns",
-                                      showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)]
-    return {"data": data, "layout": layout}
+# -- matrices: figure_matrices.gpu_matrix_spec / nic_matrix_spec (coloured by what the GPU gets) --
 
 
 # -- path -------------------------------------------------------------------------------------
@@ -603,11 +520,11 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
                          line=dict(color=band[1], width=width), showlegend=False, name=f"hop {i + 1}",
                          meta="bottleneck" if is_bn else "hop"))
         star = "*" if h.get("assumed") else ""
-        annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=10),
+        annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=12),
                                 text=f"{esc(label)}<br><b>{_fmt(gbs)} GB/s{star}</b>"))
         if is_bn:
             annotations.append(dict(x=i + 0.5, y=0, yshift=-30, showarrow=False,
-                                    text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=11)))
+                                    text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=12)))
             shapes.append(dict(type="rect", x0=i + 0.05, x1=i + 0.95, y0=-0.5, y1=0.5,
                                line=dict(color="#c92a2a", width=2, dash="dot")))
     style = {**KIND_STYLE, **FABRIC_STYLE}
@@ -629,7 +546,7 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
         symbol, size, colour, label = style[kind]
         data.append(dict(type="scatter", mode="markers+text", x=[i for i, _, _ in items], y=[0] * len(items),
                          text=[esc(n).replace(" (", "<br>(") for _, n, _ in items], textposition="bottom center",
-                         textfont=dict(size=9.5), hovertext=[t for _, _, t in items], hoverinfo="text",
+                         textfont=dict(size=12.5), hovertext=[t for _, _, t in items], hoverinfo="text",
                          marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=1, color="#fff")),
                          name=label))
     # host bands, and the fabric's between them
@@ -646,13 +563,13 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
                                    line=dict(color="#c5cbd6", width=1, dash="dot"),
                                    fillcolor="rgba(11,114,133,0.04)" if discovered else "rgba(73,80,87,0.03)"))
                 annotations.append(dict(x=(a + b) / 2, y=-0.95, yanchor="bottom", showarrow=False,
-                                        text=esc(fabric_band_title(path)), font=dict(size=10.5, color="#0b7285"
+                                        text=esc(fabric_band_title(path)), font=dict(size=12.5, color="#0b7285"
                                                                                      if discovered else "#495057")))
             continue
         shapes.append(dict(type="rect", x0=a - 0.4, x1=b + 0.4, y0=-0.95, y1=0.95, layer="below",
                            line=dict(color="#d9dde5", width=1), fillcolor="rgba(36,87,197,0.04)"))
         annotations.append(dict(x=a - 0.35, y=0.95, xanchor="left", yanchor="top", showarrow=False,
-                                text=f"<b>{esc(host)}</b>", font=dict(size=11, color="#2457c5")))
+                                text=f"<b>{esc(host)}</b>", font=dict(size=12, color="#2457c5")))
     n = max(len(points) - 1, 1)
     layout = _base_layout("Path hop by hop (line width and colour: GB/s per direction)", height,
                           xaxis=dict(visible=False, range=[-0.6, n + 0.6]),
@@ -688,6 +605,9 @@ def fabric_band_title(path: Mapping) -> str:
 # -- capacity ---------------------------------------------------------------------------------
 
 CAPACITY_COLOURS = ("#2457c5", "#d9480f", "#2b8a3e", "#7048e8")
+CAPACITY_MARKERS = ("circle", "diamond", "square", "triangle-up")
+CAPACITY_DASHES = ("solid", "dash", "dot", "dashdot")
+CAPACITY_NUDGE = 0.06  # octaves between two layouts' points at one node count
 
 
 def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420,
@@ -701,34 +621,41 @@ def capacity_spec(layouts: Iterable[tuple[str, Mapping]], height: int = 420,
         est = doc.get("estimate") or {}
         pts = sorted(est.get("points") or [], key=lambda p: p["nodes"])
         colour = CAPACITY_COLOURS[k % len(CAPACITY_COLOURS)]
-        data.append(dict(type="scatter", mode="lines+markers", x=[p["nodes"] for p in pts],
-                         y=[p["busbw_gbs"] for p in pts], name=esc(name), line=dict(color=colour, width=3),
-                         marker=dict(size=max(11 - 4 * k, 5)),  # the first series' larger markers show under the next
-                         customdata=[[esc(p.get("limit"))] for p in pts],
-                         hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> busbw<br>limited by %{customdata[0]}"
+        # identical layouts draw identical points: the first layout sits on the node counts, each next
+        # one a little to the right (a few percent of an octave on the log axis) with its own marker
+        # and dash, so none hides another; hover says the node count itself
+        shift = 2 ** (CAPACITY_NUDGE * k)
+        data.append(dict(type="scatter", mode="lines+markers", x=[p["nodes"] * shift for p in pts],
+                         y=[p["busbw_gbs"] for p in pts], name=esc(name),
+                         line=dict(color=colour, width=3, dash=CAPACITY_DASHES[k % len(CAPACITY_DASHES)]),
+                         marker=dict(size=10, symbol=CAPACITY_MARKERS[k % len(CAPACITY_MARKERS)],
+                                     line=dict(width=1, color="#ffffff")),
+                         customdata=[[esc(p.get("limit")), p["nodes"], esc(p.get("algorithm"))] for p in pts],
+                         hovertemplate="%{customdata[1]} node(s): <b>%{y:.1f} GB/s</b> busbw (%{customdata[2]})"
+                                       "<br>limited by %{customdata[0]}"
                                        f"<extra>{esc(name)}</extra>"))
         runs = (measured or {}).get(k) or []
         if runs:
-            data.append(dict(type="scatter", mode="markers", x=[r["nodes"] for r in runs],
+            data.append(dict(type="scatter", mode="markers", x=[r["nodes"] * shift for r in runs],
                              y=[r["busbw_gbs"] for r in runs], name=f"measured on {esc(name.split(':')[0])}",
                              marker=dict(symbol="x", size=12, color=colour, line=dict(width=1, color="#1d2330")),
-                             customdata=[[esc(r.get("label"))] for r in runs],
-                             hovertemplate="%{x} node(s): <b>%{y:.1f} GB/s</b> measured<br>%{customdata[0]}"
+                             customdata=[[esc(r.get("label")), r["nodes"]] for r in runs],
+                             hovertemplate="%{customdata[1]} node(s): <b>%{y:.1f} GB/s</b> measured<br>%{customdata[0]}"
                                            "<extra></extra>"))
         if pts:
             last = pts[-1]
             limit = str(est.get("limiting_link") or last.get("limit") or "")
             short = limit.split(" (", 1)[0]
             right_edge = last["nodes"] >= 16
-            annotations.append(dict(x=math.log10(last["nodes"]), y=last["busbw_gbs"], showarrow=False,
+            annotations.append(dict(x=math.log10(last["nodes"] * shift), y=last["busbw_gbs"], showarrow=False,
                                     xanchor="right" if right_edge else "left", xshift=0 if right_edge else 8,
-                                    yanchor="bottom", yshift=4 + 14 * k, font=dict(size=10, color=colour),
+                                    yanchor="bottom", yshift=4 + 17 * k, font=dict(size=12, color=colour),
                                     text=f"limit: {esc(short)}" + (" (1 node only)" if len(pts) == 1 else ""),
                                     hovertext=f"limit: {esc(limit)}", bgcolor="rgba(255,255,255,0.85)"))
     ticks = [1, 2, 4, 8, 16, 32, 64]
     layout = _base_layout("Expected all-reduce bus bandwidth (busbw) vs node count", height,
                           xaxis=dict(type="log", tickvals=ticks, ticktext=[str(t) for t in ticks],
-                                     range=[math.log10(1) - 0.05, math.log10(64) + 0.05],  # 1..64 nodes
+                                     range=[math.log10(1) - 0.05, math.log10(64) + 0.09],  # 1..64 nodes (and the nudged layouts)
                                      title=dict(text="nodes (log2 scale)"), gridcolor="#eef1f6"),
                           yaxis=dict(title=dict(text="busbw, GB/s per GPU (large messages)"), rangemode="tozero",
                                      gridcolor="#eef1f6"),

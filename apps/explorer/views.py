@@ -24,8 +24,10 @@ from apps.domain.errors import ParseError
 from apps.domain import gpu_groups
 from apps.domain.names import natural_key
 from apps.domain.shellsafe import export_block
-from apps.explorer import figures, fleet, labels, path_fabric, run_lists, tables
+from apps.explorer import capacity as capacity_page
+from apps.explorer import cluster_page, compare_pages, figures, labels, path_fabric, run_lists
 from apps.explorer import selectors as ex
+from apps.explorer import verdict as verdict_page
 from apps.explorer import services as share
 from apps.explorer.paste import FABRIC_KINDS, PASTE_KINDS, Section, split_paste
 from apps.ingest import access, fabrics
@@ -66,41 +68,20 @@ def _int(value: str | None) -> int | None:
 @login_required
 @require_GET
 def clusters(request: HttpRequest) -> HttpResponse:
-    rows = ingest.clusters_overview(access.visible_clusters(request.user))
+    from apps.explorer import home  # the fleet home page: clusters and problems ranked by cost
+
+    ctx = home.home(access.visible_clusters(request.user))
     base = request.build_absolute_uri("/").rstrip("/")
-    return render(request, "explorer/clusters.html", {"rows": rows, "base_url": base})
+    return render(request, "explorer/clusters.html", {**ctx, "base_url": base})
 
 
 @login_required
 @require_GET
 def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
     c = cluster_or_404(request, cluster)
-    snaps = ex.cluster_snapshots(c)
-    facts = ex.layout_facts(snaps)
-    view = fleet.group_hosts(snaps, ex.snapshot_docs, facts)
-    group_of = {}
-    for i, g in enumerate(view.groups):
-        for s in g.snapshots:
-            group_of[s.pk] = (i + 1, g)
-    host_of = {s.pk: s.host.hostname for s in snaps}
-    rows = []
-    for s in snaps:
-        summary = facts.get(s.pk, {}).get("summary") or {}
-        rows.append({"s": s, "group": group_of[s.pk][0], "status": view.status.get(s.pk),
-                     "platform": group_of[s.pk][1].platform, "platform_size": view.platform_size.get(s.pk, 1),
-                     "odd": view.odd.get(s.pk), "differs": view.differs.get(s.pk), "norm_host": host_of.get(view.norm_of.get(s.pk)),
-                     "gpu_model": labels.gpu_model(summary, s.gpu_model),
-                     "nics": labels.nic_cell(summary, s.nic_count, s.active_nic_count),
-                     "nic_rates": labels.nic_rates(s.nic_models),
-                     "score": s.crit_count * 1000 + s.high_count * 100 + s.med_count * 10 + s.low_count})
-    hosts_without = Host.objects.filter(cluster=c, snapshots__isnull=True).order_by("hostname")
-    from apps.explorer.fabric_pages import fleet_findings  # that module builds on this one's helpers
-
     return render(request, "explorer/cluster.html", {
-        "fleet": fleet_findings(c) if snaps else {"findings": [], "unknowns": []},
+        **cluster_page.context(c, request.GET),
         "runs": run_lists.runs_table(ingest.cluster_runs(c, 20)),
-        "cluster": c, "rows": rows, "host_rows": tables.host_rows_html(rows, c.name), "groups": view.groups, "odd_count": len(view.odd),
-        "totals": fleet.severity_totals(snaps), "severities": SEVERITIES, "hosts_without": hosts_without,
         "base_url": request.build_absolute_uri("/").rstrip("/"),
     })
 
@@ -129,6 +110,7 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
                                                             "runs": run_lists.runs_table(ingest.host_runs(h, 20))})
     doc = ingest.get_snapshot_doc(snap.pk)
     previous = ex.previous_snapshot(snap)
+    ctx = verdict_page.host_context(doc, snap, request.user)  # verdict, banner, advice held back, NIC roles
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
         "fig_host": figures.host_figure_json(doc),
@@ -142,6 +124,7 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
         "assumptions": doc.get("assumptions") or [],
         "runs": run_lists.runs_table(ingest.host_runs(h, 20)),
         "p2p_gaps": gpu_groups.p2p_gap_section(doc), "gpu_group_section": gpu_groups.gpu_group_section(doc),
+        **ctx,
     })
 
 
@@ -163,11 +146,8 @@ def _endpoint(snapshot: Snapshot, gpu: str) -> dict:
 
 
 def _gdr_words(doc: dict, gpu: str) -> dict | None:
-    e = next((x for x in doc.get("gpu_nic") or [] if x["gpu"] == gpu), None)
-    if e is None:
-        return None
-    return {"nic": e["nic"], "gdr": e["gdr"], "reason": e.get("reason"), "path_class": e.get("path_class"),
-            "pxn_via": e.get("pxn_via")}
+    """The GPU's NIC and GDR/PXN words: the one model every page reads (``apps.domain.verdict.gdr_pxn``)."""
+    return verdict_page.gdr_words(doc, gpu)
 
 
 def _path_context(src_ref: str, dst_ref: str, user) -> dict:
@@ -303,21 +283,32 @@ def share_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
+    """Two snapshots of a host, or (``?with=HOST``) this host against another host of its cluster,
+    such as the norm host of its layout group."""
     h = host_or_404(request, cluster, hostname)
     history = list(ingest.host_snapshots(h)[:200])
+    ref = compare_pages.reference_host(h.cluster, request.GET.get("with"))
+    if request.GET.get("with") and ref is None:
+        messages.error(request, f"No host {request.GET['with']!r} in cluster {h.cluster.name!r}: comparing two "
+                                "snapshots of this host instead.")
     b = ex.host_snapshot(h, _int(request.GET.get("b")))
-    a = ex.host_snapshot(h, _int(request.GET.get("a"))) if request.GET.get("a") else (b and ex.previous_snapshot(b))
-    ctx = {"host": h, "history": history, "a": a, "b": b}
+    if ref is not None:
+        a = ex.host_snapshot(ref, _int(request.GET.get("a")))
+    else:
+        a = ex.host_snapshot(h, _int(request.GET.get("a"))) if request.GET.get("a") else (b and ex.previous_snapshot(b))
+    ctx = {"host": h, "history": history, "a": a, "b": b, "ref": ref,
+           "history_a": list(ingest.host_snapshots(ref)[:200]) if ref else history,
+           "norm": compare_pages.layout_norm(h.cluster, h)}
     if a is None or b is None:
         return render(request, "explorer/compare.html", ctx)
     doc_a, doc_b = ingest.get_snapshot_doc(a.pk), ingest.get_snapshot_doc(b.pk)
     diff = compare_docs(doc_a, doc_b)
+    title_a = f"{ref.hostname}: snapshot {a.pk}" if ref else f"Before: snapshot {a.pk}"
+    title_b = f"{h.hostname}: snapshot {b.pk}" if ref else f"After: snapshot {b.pk}"
     ctx.update({
         "diff": diff, "doc_a": doc_a, "doc_b": doc_b, "runs": run_lists.before_after(a, b),
-        "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460,
-                                          title=f"Before: snapshot {a.pk}"),
-        "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460,
-                                          title=f"After: snapshot {b.pk}"),
+        "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460, title=title_a),
+        "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460, title=title_b),
     })
     return render(request, "explorer/compare.html", ctx)
 
@@ -336,13 +327,16 @@ def _parse_moment(value: str | None) -> datetime | None:
 @require_GET
 def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
     """The cluster at two moments: each host's snapshot in force then, compared; and the fabric
-    discovery in force then, compared, when both moments have one."""
+    discovery in force then, compared, when both moments have one. Both pickers always hold a
+    moment: the last change by default, "after" now."""
     c = cluster_or_404(request, cluster)
     t_a, t_b = _parse_moment(request.GET.get("a")), _parse_moment(request.GET.get("b")) or timezone.now()
     a_raw, b_raw, chosen = request.GET.get("a", ""), request.GET.get("b", ""), None
     if not a_raw and not b_raw:
-        t_a, chosen = _compare_default(c)
-        a_raw = _moment_value(t_a) if t_a else ""
+        t_a, chosen = compare_pages.compare_default(c)
+    newest = compare_pages.newest_snapshot_time(c)
+    a_raw = compare_pages.moment_value(t_a) if t_a else (compare_pages.moment_value(newest) if newest else a_raw)
+    b_raw = compare_pages.moment_value(t_b)
     rows = []
     if t_a is not None:
         for h in Host.objects.filter(cluster=c).order_by("hostname"):
@@ -354,27 +348,10 @@ def cluster_compare(request: HttpRequest, cluster: str) -> HttpResponse:
                 continue
             rows.append({"host": h, "a": sa, "b": sb,
                          "diff": compare_docs(ingest.get_snapshot_doc(sa.pk), ingest.get_snapshot_doc(sb.pk))})
+    rows.sort(key=lambda r: (not (r["diff"] and r["diff"]["changed"]), r["host"].hostname))  # changes first
     return render(request, "explorer/cluster_compare.html", {"cluster": c, "rows": rows, "t_a": t_a, "t_b": t_b,
                                                               "a_raw": a_raw, "b_raw": b_raw, "chosen": chosen,
                                                               "fabric": _fabric_change(c, t_a, t_b)})
-
-
-def _compare_default(c: Cluster) -> tuple[datetime | None, Snapshot | None]:
-    """The moments a first open compares: "before" = the newest snapshot time before the latest one
-    (the cluster as it stood just before its last change), "after" = now; with the snapshot that made
-    the last change, for the page to name. (None, None) while the cluster has fewer than two
-    distinct snapshot times: nothing to compare."""
-    snaps = Snapshot.objects.filter(host__cluster=c).select_related("host").order_by("-collected_at", "-id")
-    latest = snaps.first()
-    if latest is None:
-        return None, None
-    before = snaps.filter(collected_at__lt=latest.collected_at).values_list("collected_at", flat=True).first()
-    return (before, latest) if before is not None else (None, None)
-
-
-def _moment_value(moment: datetime) -> str:
-    """A moment as a ``datetime-local`` input holds it, to the second, in the site's time zone (UTC)."""
-    return timezone.localtime(moment).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 FABRIC_LINES_SHOWN = 50  # fabric changes listed on the compare page; the API lists them all
@@ -589,93 +566,6 @@ def paste_detect(request: HttpRequest) -> JsonResponse:
 # -- capacity ---------------------------------------------------------------------------------
 
 
-def _capacity_default(options: list[dict], cluster_name: str | None, cluster_ids: set[int] | None) -> list[int]:
-    """Two layouts worth comparing: of the cluster asked for (else the one that reported last), the
-    two distinct layouts with the most data: GPUs and Active NICs known first (a NIC-less layout has
-    a 1-node dot and nothing else), then the most hosts, then the highest 1-node busbw. Each layout
-    (fingerprint) is read from one of its hosts, so the cost does not grow with the cluster."""
-    if not options:
-        return []
-    if not cluster_name or not any(o["cluster"] == cluster_name for o in options):
-        cluster_name = ex.cluster_reported_last(cluster_ids)
-    reps: dict[str, int] = {}
-    hosts: dict[int, int] = {}
-    for pk, fp in ex.latest_layouts_of(cluster_name):
-        rep = reps.setdefault(fp or f"snapshot-{pk}", pk)
-        hosts[rep] = hosts.get(rep, 0) + 1
-    known = {pk: bool(g and n) for pk, g, n in
-             Snapshot.objects.filter(pk__in=list(reps.values())).values_list("pk", "gpu_count", "active_nic_count")}
-    first = ex.one_node_busbw(list(reps.values()))
-    best = [(not known.get(pk), -hosts[pk], -v, pk) for pk in reps.values() if (v := first.get(pk)) is not None]
-    return [t[-1] for t in sorted(best)[:2]]
-
-
-def _capacity_verdict(chosen: list[dict]) -> str | None:
-    """One sentence comparing layouts A and B at the largest node count both are estimated for,
-    from the estimate points the chart draws: "A (host) is 1.9x B (host) at 64 nodes: 180.3 vs
-    94.1 GB/s busbw; B is limited by ..."."""
-    if len(chosen) != 2:
-        return None
-    pts = [{p["nodes"]: p for p in (c["doc"].get("estimate") or {}).get("points") or []} for c in chosen]
-    common = set(pts[0]) & set(pts[1])
-    if not common:
-        return None
-    n = max(common)
-    (a, pa), (b, pb) = ((c, p[n]) for c, p in zip(chosen, pts))
-    va, vb = pa.get("busbw_gbs"), pb.get("busbw_gbs")
-    if va is None or vb is None:
-        return None
-    name = {id(c): f"layout {c['key'].upper()} ({c['snap'].host.hostname})" for c in chosen}
-    nodes = f"{n} node{'s' if n != 1 else ''}"
-    if abs(va - vb) < 0.05 * max(va, vb, 1e-9):
-        return f"{name[id(a)]} and {name[id(b)]} are within 5% at {nodes}: {va:.1f} vs {vb:.1f} GB/s busbw."
-    hi, lo, vh, vl, plo = (a, b, va, vb, pb) if va > vb else (b, a, vb, va, pa)
-    ratio = f"{vh / vl:.1f}x" if vl > 0 else "ahead of"
-    limit = str(plo.get("limit") or "").split(" (", 1)[0]
-    return (f"{name[id(hi)]} is {ratio} {name[id(lo)]} at {nodes}: {vh:.1f} vs {vl:.1f} GB/s busbw"
-            + (f"; {name[id(lo)]} is limited by {limit}." if limit else "."))
-
-
-@login_required
-@require_GET
 def capacity(request: HttpRequest) -> HttpResponse:
-    options, by_id = _pickers(request)
-    if not request.GET.get("a") and not request.GET.get("b") and options:
-        picked = _capacity_default(options, request.GET.get("cluster"), access.visible_cluster_ids(request.user))
-        if picked:
-            query = "&".join(f"{k}={pk}" for k, pk in zip(("a", "b"), picked))
-            return redirect(f"{reverse('explorer:capacity')}?{query}")
-    chosen = []
-    for key in ("a", "b"):
-        ref = request.GET.get(key, "").strip()
-        if not ref:
-            continue
-        snap = None
-        if ref.isdigit():
-            snap = ex.snapshot_with_host(int(ref))
-        elif "/" in ref:
-            cl, _, hn = ref.partition("/")
-            h = Host.objects.filter(cluster__name=cl, hostname=hn).first()
-            snap = ex.snapshot_with_host(ex.host_snapshot(h, None).pk) if h and ex.host_snapshot(h, None) else None
-        if snap is not None and not access.has_role(request.user, snap.host.cluster, access.VIEWER):
-            snap = None  # another team's layout is answered as not found
-        if snap is None:
-            messages.error(request, f"Layout {key.upper()}: no snapshot {ref!r}")
-            continue
-        doc = ingest.get_snapshot_doc(snap.pk)
-        model = labels.gpu_model(doc.get("summary"), snap.gpu_model)
-        chosen.append({"key": key, "ref": ref, "snap": snap, "doc": doc, "nic_rates": labels.nic_rates(snap.nic_models),
-                       "name": f"{key.upper()}: {snap.host.hostname} ({doc['summary'].get('gpu_count')}x GPU, "
-                               f"model {model})"})
-    fig = figures.capacity_figure_json([(c["name"], c["doc"]) for c in chosen],
-                                       measured=run_lists.capacity_points([c["snap"] for c in chosen])) if chosen else None
-    selected = {c["key"]: c["snap"].pk for c in chosen}
-    if any(c["snap"].pk not in by_id for c in chosen):  # an older snapshot: offer it in the selectors too
-        for c in chosen:
-            if c["snap"].pk not in by_id:
-                options = options + [{"id": c["snap"].pk, "gpus": [],
-                                      "label": f"{c['snap'].host.cluster.name}/{c['snap'].host.hostname} "
-                                               f"(snapshot #{c['snap'].pk})"}]
-    return render(request, "explorer/capacity.html", {"options": options, "chosen": chosen, "fig": fig,
-                                                      "verdict": _capacity_verdict(chosen),
-                                                      "a": selected.get("a"), "b": selected.get("b")})
+    """The capacity page; its logic (defaults, table, CSV, share links) is ``apps.explorer.capacity``."""
+    return capacity_page.capacity(request)

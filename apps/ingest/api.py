@@ -23,6 +23,9 @@ Fabric (write: agent token, or a login with the editor role; read: session, or t
     GET  /api/v1/clusters/{cluster}/fabric     every fabric upload, newest first, and the one in force
     GET  /api/v1/clusters/{cluster}/fabric/compare?from=ID&to=ID   what changed between two discoveries
     GET  /api/v1/clusters/{cluster}/fabric/job?hosts=...&algorithm=ring   a job's contention on the fabric
+Placement and figures (session): apps/ingest/api_place.py
+    POST /api/v1/clusters/{cluster}/place      {"nodes", "gpus_per_node"} or {"gpus"}: hosts, GPUs, what to paste
+    GET  /api/v1/snapshots/{id}/figure/{name}.svg|.png   the host drawing or a matrix, server-side
 
 Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
 """
@@ -668,3 +671,10 @@ def compare_fabric(request: HttpRequest, cluster: str):
     diff = compare_fabrics(fabrics.fabric_graph(rows["from"]), fabrics.fabric_graph(rows["to"]))
     return {"cluster": c.name, "from": fabrics.fabric_summary(rows["from"]), "to": fabrics.fabric_summary(rows["to"]),
             **diff}
+
+
+from apps.ingest import api_roles  # noqa: E402  (PUT /snapshots/{id}/nic_roles)
+api_roles.register(api, error)
+from apps.ingest import api_plans  # noqa: E402,F401  (POST /whatif, plans)
+from apps.ingest import api_place  # noqa: E402  (POST /clusters/{c}/place, GET /snapshots/{id}/figure/...)
+api_place.register(api, error)

@@ -236,11 +236,22 @@ COVERED = {
     "explorer:paste",  # test_paste_needs_the_editor_role_and_refusal_writes_nothing
     "explorer:share-create",  # test_share_links_are_for_editors_of_both_ends
     "api:import-job",  # test_import_jobs_are_read_by_viewers_only
+    # tests/explorer/test_plans.py: viewers read, editors write, outsiders get 404
+    "explorer:whatif", "explorer:whatif-paste", "explorer:plan", "explorer:plan-delete", "api:whatif",
+    "api:cluster-plans", "api:cluster-plans-create", "api:plan", "api:plan-update", "api:plan-delete",
+    # tests/ingest/test_place.py and tests/explorer/test_figure_export.py: viewers read, outsiders get 404
+    "explorer:place", "api:cluster-place", "api:snapshot-figure",
+    # tests/explorer/test_verdict.py: editors set NIC roles, viewers get 403, outsiders 404
+    "explorer:nic-roles", "api:snapshot-nic-roles",
 }
 NOT_CLUSTER_DATA = {
     "explorer:paste-detect": "splits the posted text into sections; reads nothing stored",
     "explorer:share-list": "the signed-in person's own links only (ShareLink.created_by)",
     "explorer:share-view": "public by design: the signed link is the sender's authority, revocable",
+    "explorer:capacity-shared": "public by design: a signed, expiring token an editor made "
+                                "(test_compare_capacity: share links are for editors, tampered/expired refused)",
+    "explorer:plan-shared": "public by design: a signed, expiring token an editor made "
+                            "(test_plans: editors only, tampered or deleted refused)",
     "api:reports": "agent token: writes into the token's own cluster only",
     "api:api-root": "no data", "api:openapi-json": "the API schema", "api:openapi-view": "the API page",
     "agent-script": "the agent script: public, holds no secret",

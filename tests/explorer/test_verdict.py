@@ -93,3 +93,22 @@ def test_host_page_verdict_first_banner_and_roles_api(signed_in, django_user_mod
     later.refresh_from_db()
     assert later.pk != snap.pk and later.nic_roles["mlx5_1"]["role"] == "storage"
     assert {n["name"]: n["compute"] for n in later.document["nics"]}["mlx5_1"] is False
+
+
+def test_the_nic_roles_form_needs_the_editor_role_and_hides_other_clusters(signed_in, django_user_model):
+    snap = h.snapshot(h.cluster(), "d", synthetic_disagreeing_pair())
+    url = reverse("explorer:nic-roles", args=["lab", "d"])
+    form = {"snapshot": snap.pk, "role_mlx5_1": "storage"}
+    r = signed_in.post(url, form)
+    assert r.status_code == 302 and r["Location"].endswith("#verdict")
+    snap.refresh_from_db()
+    assert snap.nic_roles["mlx5_1"]["role"] == "storage"
+    viewer = django_user_model.objects.create_user("viewer", password="pw")
+    access.grant(cluster="lab", role=access.VIEWER, username="viewer")
+    signed_in.force_login(viewer)
+    assert signed_in.post(url, {**form, "role_mlx5_1": ""}).status_code == 403
+    snap.refresh_from_db()
+    assert snap.nic_roles["mlx5_1"]["role"] == "storage"  # the refusal changed nothing
+    outsider = django_user_model.objects.create_user("outsider", password="pw")
+    signed_in.force_login(outsider)
+    assert signed_in.post(url, form).status_code == 404
