@@ -34,8 +34,12 @@ def database_url() -> str:
 
 
 def _drop_connections(app) -> None:
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """Close every broker connection and forget the pools: kombu keeps its connection and producer
+    pools in process-wide registries keyed by the broker URL, so a pool closed here would otherwise
+    be handed to the next test ("Acquire on closed pool")."""
+    from kombu import pools
+
+    pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
 

@@ -19,7 +19,11 @@ from django.urls import URLPattern, reverse
 from bench.synth import load_layouts
 
 PAYLOAD = "</script><script>alert(1)</script><img/src=x/onerror=alert(2)>"
-SAMPLE_ARGS = {"cluster": "alpha", "hostname": "synth-a", "token": "x" * 20, "snapshot_id": 1, "run_id": 1}
+SAMPLE_ARGS = {"cluster": "alpha", "hostname": "synth-a", "token": "x" * 20, "snapshot_id": 1, "run_id": 1,
+               "plan_id": 1}
+
+
+SHARE_LINKS = {"share-view", "capacity-shared", "plan-shared"}
 
 
 def _page_urls() -> list[str]:
@@ -28,7 +32,7 @@ def _page_urls() -> list[str]:
     out = []
     for p in urls.urlpatterns:
         assert isinstance(p, URLPattern)
-        if p.name == "share-view":  # public by design: the token in the URL is the permission
+        if p.name in SHARE_LINKS:  # public by design: the token in the URL is the permission
             continue
         args = {k: SAMPLE_ARGS[k] for k in p.pattern.converters}
         out.append(reverse(f"explorer:{p.name}", kwargs=args))
@@ -47,6 +51,17 @@ def test_every_page_needs_a_login_and_a_token_is_not_one(client, cluster_with_to
             if resp.status_code == 405:  # the method is refused before anything is shown
                 continue
             assert resp.status_code == 302 and resp["Location"].startswith("/accounts/login/"), (method, url)
+
+
+@pytest.mark.django_db
+def test_a_share_link_with_a_forged_token_shows_nothing(client):
+    from apps.explorer import urls
+
+    names = {p.name for p in urls.urlpatterns if "token" in p.pattern.converters}
+    assert names == SHARE_LINKS, "a new public link: say here why it needs no login"
+    for name in sorted(names):
+        resp = client.get(reverse(f"explorer:{name}", kwargs={"token": "x" * 20}))
+        assert resp.status_code in (404, 410), (name, resp.status_code)
 
 
 def _report(hostname: str, topo: str) -> bytes:
