@@ -18,9 +18,13 @@ Groups (all by default, in this order):
   ingest    ingestion figures (bench/ingest.py: one worker's throughput, accept
             latency under 50 concurrent agents), run in a subprocess of its own
   ui        page figures (bench/ui.py) when present, also in a subprocess
+  scale     a synthetic 16,384-host fleet in the bench PostgreSQL: cluster page interactive, path
+            query p95, whole-machine lspci ingest, bytes per snapshot, path index memory, rebuild
+            rate (bench/scale.py); not in the default run (minutes to fill): name it
 
 Figures are medians over repeated runs with the p10-p90 spread (p95 where the tail matters) and
-the ratio to each target (below 1.0 meets it). Groups that need Django share the bench database
+the ratio to each target (below 1.0 meets it). A run of some groups keeps the other groups of the
+previous latest.json, each with the time it was measured. Groups that need Django share the bench database
 (``bench.db``, TOPOWEB_BENCH_DATABASE_URL); a group that fails is reported and the others run.
 """
 
@@ -39,8 +43,9 @@ from pathlib import Path
 from bench.timing import Measure, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS = ["parsers", "engine", "fabric", "pages", "peers", "browser", "pipeline", "rebuild", "ingest", "ui"]
-DJANGO_GROUPS = {"pages", "peers", "browser"}
+GROUPS = ["parsers", "engine", "fabric", "pages", "peers", "browser", "pipeline", "rebuild", "ingest", "ui", "scale"]
+DEFAULT_OFF = {"scale"}
+DJANGO_GROUPS = {"pages", "peers", "browser", "scale"}
 SUBPROCESS_GROUPS = {"ingest", "ui"}  # others' modules: their own Django settings and services
 MARK = "@@BENCH-JSON@@"
 
@@ -97,8 +102,21 @@ def _flatten(prefix: str, value) -> list[Measure]:
     return rows
 
 
+def _write(path: Path, report: dict) -> None:
+    """``report`` into ``path``, keeping the groups of the previous file this run did not measure."""
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, ValueError):
+        previous = {}
+    kept = {g: v for g, v in (previous.get("groups") or {}).items() if g not in report["groups"]}
+    for v in kept.values():
+        v.setdefault("when", previous.get("when"))
+    report["groups"] = {**kept, **report["groups"]}
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
 def main(argv: list[str]) -> int:
-    groups = argv or [g for g in GROUPS if g != "ui" or (ROOT / "bench" / "ui.py").exists()]
+    groups = argv or [g for g in GROUPS if g not in DEFAULT_OFF and (g != "ui" or (ROOT / "bench" / "ui.py").exists())]
     unknown = [g for g in groups if g not in GROUPS]
     if unknown:
         print(f"unknown group(s) {unknown}; groups: {', '.join(GROUPS)}")
@@ -125,14 +143,15 @@ def main(argv: list[str]) -> int:
         rows = raw if isinstance(raw, list) else _flatten(group, raw)
         if rows:
             print_table(rows)
-        report["groups"][group] = {"rows": [r.as_dict() for r in rows], "seconds": round(time.perf_counter() - start, 1)}
+        report["groups"][group] = {"rows": [r.as_dict() for r in rows], "seconds": round(time.perf_counter() - start, 1),
+                                   "when": report["when"]}
         if not isinstance(raw, list):
             report["groups"][group]["raw"] = raw
         all_rows += rows
     report["loadavg_end"] = os.getloadavg()  # the machine is shared: figures move with its load
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    _write(out / "latest.json", report)
     targets = [r for r in all_rows if r.ratio is not None and r.unit != "x"]
     if targets:
         print("\n== targets ==")

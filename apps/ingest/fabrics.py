@@ -472,10 +472,14 @@ def _host_ports(snapshots: list[tuple[str, int, int, str]]) -> dict[str, list[di
     return out
 
 
-def _per_host_uploads(cluster: Cluster, at: datetime | None) -> list[tuple[str, str, str, dict]]:
-    """``[(hostname, kind, content hash, document)]``: each host's newest readable LLDP and ibdev2netdev upload."""
+def _per_host_uploads(cluster: Cluster, at: datetime | None, hosts: set[str] | None = None
+                      ) -> list[tuple[str, str, str, dict]]:
+    """``[(hostname, kind, content hash, document)]``: each host's (of ``hosts``, else every host's)
+    newest readable LLDP and ibdev2netdev upload."""
     rows = _taken(Fabric.objects.filter(cluster=cluster, status=Fabric.Status.OK, kind__in=HOST_KINDS,
                                         host__isnull=False))
+    if hosts is not None:
+        rows = rows.filter(host__hostname__in=sorted(hosts))
     if at is not None:
         rows = rows.filter(taken__lte=at)
     seen: set[tuple[str, str]] = set()
@@ -590,7 +594,7 @@ def lldp_neighbors(cluster: Cluster, hosts: Iterable[str], at: datetime | None =
     (the RDMA device from their ibdev2netdev upload; the interface name when there is none): what
     ``cluster.path_between(neighbors=...)`` takes for ports no InfiniBand discovery sees."""
     wanted = set(hosts)
-    rows = _lldp_rows([r for r in _per_host_uploads(cluster, at) if r[0] in wanted])
+    rows = _lldp_rows(_per_host_uploads(cluster, at, wanted))
     return {host: {(r["nic"] or r["interface"]): {"switch": r["switch"], "switch_port": r["switch_port"]}
                    for r in entries if r.get("switch") and (r["nic"] or r["interface"])}
             for host, entries in rows.items()}

@@ -12,7 +12,9 @@
     ``"<snapshot id>/GPU<i>"`` or ``"<cluster>/<host>/GPU<i>"`` (that host's latest snapshot), in
     a cluster ``user`` may view (``ANYONE``: no check, for share links); raises ``RefError``
     (``.status`` 400 or 404) naming what is wrong.
-``path_between_refs(src, dst, user) -> dict``  ``apps.domain.analysis.path_between`` on stored documents.
+``path_between_refs(src, dst, user) -> dict``  ``apps.domain.analysis.path_between`` on stored documents
+    (only their legs are read: ``path_legs``).
+``path_legs(snapshot_ids) -> dict[id, dict]``  the keys of each document a path reads, in one query.
 ``path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b, doc_a=None, doc_b=None) -> dict``
     The same on two resolved snapshots (documents already read may be passed). A cross-host path
     goes through the cluster's fabric (``fabrics.path_fabric``: both hosts in one cluster with a
@@ -143,43 +145,90 @@ class RefError(LookupError):
         self.status = status
 
 
-def resolve_gpu_ref(ref: str, user) -> tuple[Snapshot, str]:
-    """Resolve a GPU reference in the clusters ``user`` may view (others are answered as if they
-    did not exist). ``ANYONE`` skips the check: only for share links, whose creator's access was
-    checked when the link was made."""
+def _snapshot_of_ref(ref: str, user, views: dict) -> tuple[Snapshot, str]:
+    """The snapshot (``document`` deferred) and GPU name a reference names, access checked once per
+    cluster (``views``: cluster id -> may view)."""
     ref = (ref or "").strip().strip("/")
     head, _, gpu = ref.rpartition("/")
     if not head or not GPU_RE.match(gpu):
         raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
+
+    def may_view(cluster: Cluster) -> bool:
+        if cluster.pk not in views:
+            views[cluster.pk] = _may_view(user, cluster)
+        return views[cluster.pk]
+
+    snapshots = Snapshot.objects.select_related("host", "host__cluster").defer("document")
     if head.isdigit():
-        snapshot = Snapshot.objects.select_related("host", "host__cluster").filter(pk=int(head)).first()
-        if snapshot is None or not _may_view(user, snapshot.host.cluster):
+        snapshot = snapshots.filter(pk=int(head)).first()
+        if snapshot is None or not may_view(snapshot.host.cluster):
             raise RefError(f"{ref!r}: no snapshot {head}", status=404)
-    else:
-        cluster_name, _, hostname = head.partition("/")
-        if not hostname or "/" in hostname:
-            raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
-        host = Host.objects.select_related("cluster").filter(cluster__name=cluster_name, hostname=hostname).first()
-        if host is None or not _may_view(user, host.cluster):
-            raise RefError(f"{ref!r}: no host {hostname!r} in cluster {cluster_name!r}", status=404)
-        snapshot = (Snapshot.objects.select_related("host", "host__cluster").filter(host=host)
-                    .order_by("-collected_at", "-id").first())
-        if snapshot is None:
-            raise RefError(f"{ref!r}: host {hostname!r} has no snapshot yet", status=404)
-    names = [g.get("name") for g in snapshot.document.get("gpus") or []]
-    if gpu not in names:
-        have = ", ".join(names) if names else "no GPUs"
-        raise RefError(f"{ref!r}: snapshot {snapshot.pk} of {snapshot.host.hostname} has no {gpu} (it has {have})")
+        return snapshot, gpu
+    cluster_name, _, hostname = head.partition("/")
+    if not hostname or "/" in hostname:
+        raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
+    # the newest snapshot is the one ingest keeps on the host (layouts.host_changed), read with it
+    host = (Host.objects.select_related("cluster", "latest_snapshot").defer("latest_snapshot__document")
+            .filter(cluster__name=cluster_name, hostname=hostname).first())
+    if host is None or not may_view(host.cluster):
+        raise RefError(f"{ref!r}: no host {hostname!r} in cluster {cluster_name!r}", status=404)
+    snapshot = host.latest_snapshot
+    if snapshot is not None:
+        snapshot.host = host
+    else:  # a host stored before ingest kept it
+        snapshot = snapshots.filter(host=host).order_by("-collected_at", "-id").first()
+    if snapshot is None:
+        raise RefError(f"{ref!r}: host {hostname!r} has no snapshot yet", status=404)
     return snapshot, gpu
 
 
+def _check_gpu(ref: str, snapshot: Snapshot, gpu: str, doc: dict) -> None:
+    names = [g.get("name") for g in doc.get("gpus") or []]
+    if gpu not in names:
+        have = ", ".join(names) if names else "no GPUs"
+        ref = (ref or "").strip().strip("/")
+        raise RefError(f"{ref!r}: snapshot {snapshot.pk} of {snapshot.host.hostname} has no {gpu} (it has {have})")
+
+
+def resolve_gpu_ref(ref: str, user) -> tuple[Snapshot, str]:
+    """Resolve a GPU reference in the clusters ``user`` may view (others are answered as if they
+    did not exist). ``ANYONE`` skips the check: only for share links, whose creator's access was
+    checked when the link was made."""
+    snapshot, gpu = _snapshot_of_ref(ref, user, {})
+    _check_gpu(ref, snapshot, gpu, snapshot.document)
+    return snapshot, gpu
+
+
+def path_legs(snapshot_ids: list[int], keys: tuple[str, ...] | None = None) -> dict[int, dict]:
+    """Snapshot id -> the legs of its document (``keys``, default ``apps.domain.cluster.PATH_KEYS``),
+    in one query that reads only those keys (PostgreSQL's ``->``): what a path needs, not the
+    whole document."""
+    from apps.domain.cluster import PATH_KEYS
+
+    keys = keys or PATH_KEYS
+    rows = Snapshot.objects.filter(pk__in=snapshot_ids).values_list("pk", *(f"document__{k}" for k in keys))
+    return {row[0]: {k: v for k, v in zip(keys, row[1:]) if v is not None} for row in rows}
+
+
 def path_between_refs(src: str, dst: str, user) -> dict:
-    snap_a, gpu_a = resolve_gpu_ref(src, user)
-    snap_b, gpu_b = resolve_gpu_ref(dst, user)
-    return path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b)
+    """``path_between`` for two references, reading only the legs of the two documents."""
+    views: dict[int, bool] = {}
+    snap_a, gpu_a = _snapshot_of_ref(src, user, views)
+    snap_b, gpu_b = _snapshot_of_ref(dst, user, views)
+    from apps.domain.cluster import CROSS_HOST_KEYS, SAME_HOST_KEYS
+
+    same = snap_a.host.hostname == snap_b.host.hostname  # path_between's own test
+    docs = path_legs([snap_a.pk, snap_b.pk], SAME_HOST_KEYS if same else CROSS_HOST_KEYS)
+    doc_a, doc_b = docs.get(snap_a.pk, {}), docs.get(snap_b.pk, {})
+    _check_gpu(src, snap_a, gpu_a, doc_a)
+    _check_gpu(dst, snap_b, gpu_b, doc_b)
+    return path_between_snapshots(snap_a, gpu_a, snap_b, gpu_b, doc_a=doc_a, doc_b=doc_a if snap_a.pk == snap_b.pk
+                                  else doc_b)
 
 
 def _is_newest(snapshot: Snapshot) -> bool:
+    if snapshot.host.latest_snapshot_id is not None:  # kept at ingest (layouts.host_changed)
+        return snapshot.host.latest_snapshot_id == snapshot.pk
     return not Snapshot.objects.filter(host_id=snapshot.host_id).filter(
         Q(collected_at__gt=snapshot.collected_at) | Q(collected_at=snapshot.collected_at, id__gt=snapshot.pk)).exists()
 
