@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
+from apps.domain.bandwidth import ib_port
 from apps.domain.findings.base import (
     GDR_CLASSES, Ctx, Rule, as_float, as_list, finding, fmt_gbs, fmt_num, gpu_sort_key, join, normalize_token,
 )
@@ -215,16 +216,22 @@ def _sharing_message(ctx: Ctx, nic: str, gpus: list[str]) -> str:
                 f"ibv_devinfo, to know), so what each GPU gets is unknown.{tail}")
     link_gbs, link = _nic_pcie(ctx, ctx.nic(nic))
     narrow = link_gbs is not None and link_gbs < rate / 8
-    takes = link_gbs if narrow else rate / 8
+    # what the port carries, as the verdict and the path count it (bandwidth.ib_port: line rate x eta_net)
+    takes = link_gbs if narrow else ib_port(rate).expected_gbs
     feeds = [as_float((ctx.uplink(g) or {}).get("spec_gbs")) for g in gpus]
     limits = all(f is not None for f in feeds) and sum(feeds) > takes
     if narrow:
         return (f"{k} GPUs share one {fmt_num(rate)} Gb/s NIC, {nic}, whose PCIe link ({link}, {fmt_gbs(link_gbs)}) "
-                f"is narrower than its port (G06): {join(gpus)} get about {fmt_gbs(takes / k)} each when all send "
+                f"is narrower than its port (G06): {join(gpus)} get about {_each(takes, k)} each when all send "
                 f"at once{', the link being the limit' if limits else ''}.{tail}")
     limit = f", the NIC's {fmt_gbs(takes)} per direction being the limit" if limits else ""
-    return (f"{k} GPUs share one {fmt_num(rate)} Gb/s NIC, {nic}: {join(gpus)} get about {fmt_gbs(takes / k)} each "
+    return (f"{k} GPUs share one {fmt_num(rate)} Gb/s NIC, {nic}: {join(gpus)} get about {_each(takes, k)} each "
             f"when all send at once{limit}.{tail}")
+
+
+def _each(gbs: float, k: int) -> str:
+    """A GPU's share of ``gbs``, written as the verdict writes it (two decimals)."""
+    return f"{fmt_num(round(gbs / k, 2))} GB/s"
 
 
 def _nic_pcie(ctx: Ctx, nic: Mapping) -> tuple[float | None, str]:

@@ -98,7 +98,11 @@ def test_p40_one_nic_for_eight_gpus_is_what_limits():
     doc, _ = analyze(nvidia_smi_topo=P40, ibstat=P40_IBSTAT_100G)
     [g05] = rules(doc, "G05")
     assert g05["message"].startswith("8 GPUs share one 100 Gb/s NIC, mlx5_0")
-    assert "about 1.6 GB/s each" in g05["message"] and "12.5 GB/s per direction being the limit" in g05["message"]
+    # the port's expected 11.625 GB/s (100 Gb/s / 8 x 0.93) over 8 GPUs: the verdict's figure, one model
+    assert "about 1.45 GB/s each" in g05["message"] and "11.6 GB/s per direction being the limit" in g05["message"]
+    from apps.domain.verdict import gpu_rows
+
+    assert {r["effective_gbs"] for r in gpu_rows(doc)} == {1.45}
     to_nic = [c for c in doc["contention"] if c["scenario"] == "gpu_to_nic"]
     port = 100 / 8 * 0.93  # bandwidth.ib_port(100).expected_gbs
     assert to_nic and all(c["demand_gbs"] <= port + 1e-6 for c in to_nic)
