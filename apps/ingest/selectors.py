@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from apps.ingest.models import Cluster, Host, ImportJob, Run, RunHost, Snapshot, Upload
@@ -100,7 +100,8 @@ def latest_snapshots(cluster: Cluster) -> list[Snapshot]:
 
 
 def host_snapshots(host: Host) -> QuerySet[Snapshot]:
-    return Snapshot.objects.filter(host=host).defer("document").order_by("-collected_at", "-id")
+    # through the host's related manager: each row's ``.host`` is ``host`` itself, read again by no query
+    return host.snapshots.defer("document").order_by("-collected_at", "-id")
 
 
 def get_snapshot_doc(snapshot_id: int) -> dict:
@@ -145,9 +146,41 @@ class RefError(LookupError):
         self.status = status
 
 
-def _snapshot_of_ref(ref: str, user, views: dict) -> tuple[Snapshot, str]:
-    """The snapshot (``document`` deferred) and GPU name a reference names, access checked once per
-    cluster (``views``: cluster id -> may view)."""
+def _host_rows(document: bool) -> QuerySet[Host]:
+    # the newest snapshot is the one ingest keeps on the host (layouts.host_changed), read with it
+    hosts = Host.objects.select_related("cluster", "latest_snapshot").defer("layout_lines")
+    return hosts if document else hosts.defer("latest_snapshot__document", "latest_snapshot__nic_roles")
+
+
+def _host_of_ref(ref: str) -> tuple[str, str] | None:
+    """(cluster name, hostname) of a ``<cluster>/<host>/GPU<i>`` reference; None for other forms."""
+    head = (ref or "").strip().strip("/").rpartition("/")[0]
+    cluster_name, _, hostname = head.partition("/")
+    return (cluster_name, hostname) if hostname and "/" not in hostname and not head.isdigit() else None
+
+
+def _hosts_named(refs: list[str], keys: tuple[str, ...]) -> dict[tuple[str, str], Host]:
+    """(cluster name, hostname) -> Host for the ``<cluster>/<host>/GPU<i>`` references among ``refs``,
+    in one query, each with ``legs``: those ``keys`` of its newest snapshot's document (the rest of
+    the document is not read)."""
+    names = {n for n in map(_host_of_ref, refs) if n is not None}
+    if not names:
+        return {}
+    rows = (_host_rows(False).filter(cluster__name__in={c for c, _ in names}, hostname__in={h for _, h in names})
+            .annotate(**{f"leg_{k}": F(f"latest_snapshot__document__{k}") for k in keys}))
+    out = {}
+    for h in rows:
+        if (h.cluster.name, h.hostname) in names:
+            h.legs = {k: getattr(h, f"leg_{k}") for k in keys if getattr(h, f"leg_{k}") is not None}
+            out[(h.cluster.name, h.hostname)] = h
+    return out
+
+
+def _snapshot_of_ref(ref: str, user, views: dict, *, document: bool,
+                     hosts: dict[tuple[str, str], Host] | None = None) -> tuple[Snapshot, str]:
+    """The snapshot (its ``document`` read only when asked) and GPU name a reference names, access
+    checked once per cluster (``views``: cluster id -> may view); ``hosts``: hosts already read
+    (``_hosts_named``)."""
     ref = (ref or "").strip().strip("/")
     head, _, gpu = ref.rpartition("/")
     if not head or not GPU_RE.match(gpu):
@@ -158,7 +191,8 @@ def _snapshot_of_ref(ref: str, user, views: dict) -> tuple[Snapshot, str]:
             views[cluster.pk] = _may_view(user, cluster)
         return views[cluster.pk]
 
-    snapshots = Snapshot.objects.select_related("host", "host__cluster").defer("document")
+    snapshots = Snapshot.objects.select_related("host", "host__cluster")
+    snapshots = snapshots if document else snapshots.defer("document", "nic_roles")
     if head.isdigit():
         snapshot = snapshots.filter(pk=int(head)).first()
         if snapshot is None or not may_view(snapshot.host.cluster):
@@ -167,9 +201,10 @@ def _snapshot_of_ref(ref: str, user, views: dict) -> tuple[Snapshot, str]:
     cluster_name, _, hostname = head.partition("/")
     if not hostname or "/" in hostname:
         raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
-    # the newest snapshot is the one ingest keeps on the host (layouts.host_changed), read with it
-    host = (Host.objects.select_related("cluster", "latest_snapshot").defer("latest_snapshot__document")
-            .filter(cluster__name=cluster_name, hostname=hostname).first())
+    if hosts is not None:
+        host = hosts.get((cluster_name, hostname))
+    else:
+        host = _host_rows(document).filter(cluster__name=cluster_name, hostname=hostname).first()
     if host is None or not may_view(host.cluster):
         raise RefError(f"{ref!r}: no host {hostname!r} in cluster {cluster_name!r}", status=404)
     snapshot = host.latest_snapshot
@@ -194,7 +229,7 @@ def resolve_gpu_ref(ref: str, user) -> tuple[Snapshot, str]:
     """Resolve a GPU reference in the clusters ``user`` may view (others are answered as if they
     did not exist). ``ANYONE`` skips the check: only for share links, whose creator's access was
     checked when the link was made."""
-    snapshot, gpu = _snapshot_of_ref(ref, user, {})
+    snapshot, gpu = _snapshot_of_ref(ref, user, {}, document=True)
     _check_gpu(ref, snapshot, gpu, snapshot.document)
     return snapshot, gpu
 
@@ -211,14 +246,23 @@ def path_legs(snapshot_ids: list[int], keys: tuple[str, ...] | None = None) -> d
 
 
 def path_between_refs(src: str, dst: str, user) -> dict:
-    """``path_between`` for two references, reading only the legs of the two documents."""
-    views: dict[int, bool] = {}
-    snap_a, gpu_a = _snapshot_of_ref(src, user, views)
-    snap_b, gpu_b = _snapshot_of_ref(dst, user, views)
+    """``path_between`` for two references, reading only the legs of the two documents (with the
+    hosts, in one query, for references by host name)."""
     from apps.domain.cluster import CROSS_HOST_KEYS, SAME_HOST_KEYS
 
-    same = snap_a.host.hostname == snap_b.host.hostname  # path_between's own test
-    docs = path_legs([snap_a.pk, snap_b.pk], SAME_HOST_KEYS if same else CROSS_HOST_KEYS)
+    def keys_for(same: bool) -> tuple[str, ...]:
+        return SAME_HOST_KEYS if same else CROSS_HOST_KEYS
+
+    views: dict[int, bool] = {}
+    guess = keys_for(_host_of_ref(src) is not None and _host_of_ref(src) == _host_of_ref(dst))
+    hosts = _hosts_named([src, dst], guess)
+    snap_a, gpu_a = _snapshot_of_ref(src, user, views, document=False, hosts=hosts)
+    snap_b, gpu_b = _snapshot_of_ref(dst, user, views, document=False, hosts=hosts)
+    keys = keys_for(snap_a.host.hostname == snap_b.host.hostname)  # path_between's own test
+    docs = {h.latest_snapshot_id: h.legs for h in hosts.values() if keys == guess}
+    missing = [pk for pk in (snap_a.pk, snap_b.pk) if pk not in docs]
+    if missing:
+        docs.update(path_legs(missing, keys))
     doc_a, doc_b = docs.get(snap_a.pk, {}), docs.get(snap_b.pk, {})
     _check_gpu(src, snap_a, gpu_a, doc_a)
     _check_gpu(dst, snap_b, gpu_b, doc_b)

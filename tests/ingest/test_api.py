@@ -266,3 +266,35 @@ def test_agent_script_is_served(client):
 def test_openapi_document_lists_the_endpoints(client):
     paths = client.get("/api/v1/openapi.json").json()["paths"]
     assert {"/api/v1/reports", "/api/v1/uploads/{upload_id}", "/api/v1/path", "/api/v1/imports/{job_id}"} <= set(paths)
+
+
+def test_a_path_reads_legs_only_and_answers_as_the_whole_documents_do(agent_client, post, user,
+                                                                       django_assert_max_num_queries):
+    """``path_between_refs`` reads the hosts with their newest snapshot's legs in one query; its
+    answer is the one ``path_between_snapshots`` gives on the whole documents, for references by host name and
+    by snapshot id, across hosts and on one, and for a host whose newest snapshot ingest has not
+    noted (it is then found by date)."""
+    from apps.domain.cluster import path_between
+    from apps.ingest import selectors
+    from apps.ingest.models import Host
+
+    post(agent_client, report())
+    post(agent_client, report(hostname="p40-01", topo=TOPO_P40))
+    a = Snapshot.objects.select_related("host__cluster").get(host__hostname="h100-a01")
+    b = Snapshot.objects.select_related("host__cluster").get(host__hostname="p40-01")
+    assert Host.objects.get(hostname="p40-01").latest_snapshot_id == b.pk
+    cases = [("alpha/h100-a01/GPU5", "alpha/p40-01/GPU3", a, "GPU5", b, "GPU3"),
+             (f"{a.pk}/GPU0", "alpha/p40-01/GPU1", a, "GPU0", b, "GPU1"),
+             ("alpha/h100-a01/GPU0", "alpha/h100-a01/GPU7", a, "GPU0", a, "GPU7"),
+             ("alpha/h100-a01/GPU2", f"{a.pk}/GPU6", a, "GPU2", a, "GPU6")]
+    for src, dst, sa, ga, sb, gb in cases:
+        with django_assert_max_num_queries(6):
+            got = selectors.path_between_refs(src, dst, user)
+        want = selectors.path_between_snapshots(sa, ga, sb, gb)  # reads the whole documents
+        assert got == want, (src, dst)
+        assert (got["src_snapshot"], got["dst_snapshot"]) == (sa.pk, sb.pk)
+    Host.objects.filter(hostname="p40-01").update(latest_snapshot=None)
+    got = selectors.path_between_refs("alpha/h100-a01/GPU5", "alpha/p40-01/GPU3", user)
+    assert got["dst_snapshot"] == b.pk and got["hops"] == path_between(a.document, "GPU5", b.document, "GPU3")["hops"]
+    with pytest.raises(selectors.RefError, match="has no GPU9"):
+        selectors.path_between_refs("alpha/h100-a01/GPU0", "alpha/p40-01/GPU9", user)
