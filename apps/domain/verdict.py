@@ -18,6 +18,7 @@ NIC on channel 0 (``nic_share``): a NIC shared by 3 GPUs gives each a third when
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ from apps.domain.names import natural_key, natural_sorted
 
 __all__ = ["ROLES", "NON_COMPUTE", "NIC_CLASS_RULES", "NIC_CLASS_SETTINGS", "check_roles", "gdr_pxn", "gpu_rows",
            "ports_down", "busbw", "nic_conflict", "split_advice", "top_fix", "host_verdict", "path_sentence",
-           "compare_sentence", "numa_words", "nic_rates_words"]
+           "compare_sentence", "numa_words", "nic_rates_words", "nic_models"]
 
 ROLES = ("compute", "storage", "management")
 NON_COMPUTE = ("storage", "management")
@@ -325,9 +326,37 @@ def numa_words(summary: Mapping | None) -> str:
     return text
 
 
+def nic_models(doc: Mapping, *, names: bool = False) -> str:
+    """The NICs NCCL may use (``compute`` not False) by rate and link layer, most first, with the
+    ports reported not Active counted: "8x 400 Gb/s IB (1 down)"; "NIC" where no rate is reported.
+    ``names``: the ports that are down named ("(1 down: mlx5_3)"). What the snapshot stores as
+    ``nic_models`` (at most 200 characters) and the host page shows.
+
+    >>> nic_models({"nics": [{"name": "mlx5_0", "rate_gbps": 400, "link_layer": "InfiniBand", "active": False},
+    ...                      {"name": "mlx5_1", "rate_gbps": 400, "link_layer": "InfiniBand", "active": True}]},
+    ...            names=True)
+    '2x 400 Gb/s IB (1 down: mlx5_0)'
+    """
+    groups: Counter = Counter()
+    down: dict[str, list[str]] = {}
+    for nic in natural_sorted_nics(list(doc.get("nics") or [])):
+        if nic.get("compute") is False:
+            continue
+        rate = nic.get("rate_gbps")
+        layer = {"InfiniBand": "IB", "Ethernet": "Eth"}.get(nic.get("link_layer") or "", "")
+        label = (f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else "NIC") + (f" {layer}" if layer else "")
+        groups[label] += 1
+        if nic.get("active") is False:
+            down.setdefault(label, []).append(str(nic.get("name")))
+    parts = []
+    for label, n in groups.most_common():
+        off = down.get(label)
+        tail = f" ({len(off)} down{': ' + ', '.join(off) if names else ''})" if off else ""
+        parts.append(f"{n}x {label}{tail}")
+    return ", ".join(parts)[:200]
+
+
 def nic_rates_words(doc: Mapping, stored: str) -> str:
-    """The stored NIC summary ("4x 400 Gb/s IB") with the compute ports that are down named."""
-    down = ports_down(doc)
-    if not down:
-        return stored
-    return f"{stored} ({len(down)} down: {', '.join(d['nic'] for d in down)})"
+    """The NIC summary of the host page: ``nic_models`` with the ports that are down named (the
+    ``stored`` summary when the document lists no NIC)."""
+    return nic_models(doc, names=True) or stored

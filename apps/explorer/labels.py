@@ -58,12 +58,16 @@ def nic_header(summary: Mapping | None) -> str:
     return f"{ports}, {int(s.get('active_nic_count') or 0)} Active"
 
 
-_UNKNOWN_RATE = re.compile(r"(\d+)x NIC(?: (IB|Eth))?(?=,|$)")
+_UNKNOWN_RATE = re.compile(r"(\d+)x NIC(?: (IB|Eth))?(?=,| \(|$)")
 
 
 def nic_rates(nic_models: str) -> str:
-    """The stored NIC summary ("4x 400 Gb/s Eth, 8x NIC") with "NIC" (no rate reported) spelled
-    "rate unknown": "4x 400 Gb/s Eth, 8x rate unknown"."""
+    """The stored NIC summary ("4x 400 Gb/s Eth (1 down), 8x NIC") with "NIC" (no rate reported)
+    spelled "rate unknown": "4x 400 Gb/s Eth (1 down), 8x rate unknown".
+
+    >>> nic_rates("4x 400 Gb/s IB (1 down), 2x NIC Eth (1 down)")
+    '4x 400 Gb/s IB (1 down), 2x Eth (rate unknown) (1 down)'
+    """
     if not nic_models:
         return "-"
     return _UNKNOWN_RATE.sub(lambda m: f"{m.group(1)}x {m.group(2) + ' (rate unknown)' if m.group(2) else 'rate unknown'}",

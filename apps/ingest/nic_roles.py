@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.domain.analysis import analyze_host
+from apps.domain import verdict
 from apps.domain.verdict import check_roles
 from apps.ingest.models import Snapshot
 from apps.ingest.reports import validate_envelope
@@ -66,17 +67,10 @@ def _summary_fields(document: dict) -> dict:
     """The snapshot's list columns that a NIC role can change."""
     summary = document.get("summary") or {}
     severities = Counter(f.get("severity") for f in document.get("findings") or [])
-    groups: Counter = Counter()
-    for nic in document.get("nics") or []:
-        if nic.get("compute") is False:
-            continue
-        rate = nic.get("rate_gbps")
-        layer = {"InfiniBand": "IB", "Ethernet": "Eth"}.get(nic.get("link_layer") or "", "")
-        groups[(f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else "NIC") + (f" {layer}" if layer else "")] += 1
     return {"document": document, "fingerprint": str(summary.get("fingerprint") or "")[:128],
             "crit_count": severities["CRIT"], "high_count": severities["HIGH"], "med_count": severities["MED"],
             "low_count": severities["LOW"], "info_count": severities["INFO"],
-            "nic_models": ", ".join(f"{n}x {label}" for label, n in groups.most_common())[:200]}
+            "nic_models": verdict.nic_models(document)}
 
 
 def _store(snapshot: Snapshot, stored: dict) -> Snapshot:
@@ -115,7 +109,9 @@ def set_roles(snapshot: Snapshot, changes: Any, user) -> Snapshot:
 
 def carry_forward(upload_id: int) -> bool:
     """Bring the roles to the snapshot just written for ``upload_id`` (module docstring)."""
-    snap = Snapshot.objects.select_related("upload").filter(upload_id=upload_id).first()
+    # The document and the upload (its raw report: a megabyte with a whole-machine lspci -vvv) are
+    # read only when there are roles to carry; most snapshots have none.
+    snap = Snapshot.objects.defer("document").filter(upload_id=upload_id).first()
     if snap is None:
         return False
     stored = dict(snap.nic_roles or {})
@@ -123,6 +119,8 @@ def carry_forward(upload_id: int) -> bool:
         before = (Snapshot.objects.filter(host_id=snap.host_id, collected_at__lte=snap.collected_at)
                   .exclude(pk=snap.pk).exclude(nic_roles={}).order_by("-collected_at", "-id")
                   .values_list("nic_roles", flat=True).first())
+        if not before:
+            return False
         have = {n.get("name") for n in (snap.document or {}).get("nics") or []}
         stored = {k: v for k, v in (before or {}).items() if k in have}
     if not stored:

@@ -38,6 +38,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.domain import verdict
 from apps.domain.errors import ParseError
 from apps.domain.parsers import KINDS
 from apps.domain.run_node import NODE_KINDS
@@ -133,18 +134,6 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _nic_models(document: dict) -> str:
-    groups = Counter()
-    for nic in document.get("nics") or []:
-        if nic.get("compute") is False:
-            continue
-        rate = nic.get("rate_gbps")
-        layer = {"InfiniBand": "IB", "Ethernet": "Eth"}.get(nic.get("link_layer") or "", "")
-        label = (f"{rate:g} Gb/s" if isinstance(rate, (int, float)) else "NIC") + (f" {layer}" if layer else "")
-        groups[label] += 1
-    return ", ".join(f"{n}x {label}" for label, n in groups.most_common())[:200]
-
-
 def _snapshot_fields(document: dict) -> dict:
     summary = document.get("summary") or {}
     severities = Counter(f.get("severity") for f in document.get("findings") or [])
@@ -157,7 +146,7 @@ def _snapshot_fields(document: dict) -> dict:
         "gpu_model": str(summary.get("gpu_model") or "")[:200],
         "nic_count": int(summary.get("nic_count") or 0),
         "active_nic_count": int(summary.get("active_nic_count") or 0),
-        "nic_models": _nic_models(document),
+        "nic_models": verdict.nic_models(document),
     }
 
 

@@ -76,3 +76,16 @@ def test_the_backfill_rebuilds_groups_for_hosts_stored_before_them(lab):
     assert after == before and not layouts.needs_refresh(lab)
     with pytest.raises(CommandError):
         call_command("refresh_layouts", "--cluster", "nope")
+
+
+def test_the_nic_cell_counts_a_port_that_is_down(signed_in, lab):
+    """Read off the capture's ibstat: 8 ports at 400, two at 40 (mlx5_1, mlx5_2: State Down) and two
+    at 100; node-c's has mlx5_3 (400) down too: each row counts its ports down beside their rate."""
+    body = signed_in.get(reverse("explorer:cluster", args=[lab.name])).content.decode()
+    table = body[body.index('id="hosts"'):body.index("</table>", body.index('id="hosts"'))]
+    rows = {re.search(r'href="/c/lab/h/([^/"]+)/"', r).group(1): r for r in table.split("<tr")[2:]}
+    for host in ("node-a", "node-b"):
+        assert "8x 400 Gb/s IB, 2x 40 Gb/s Eth (2 down), 2x 100 Gb/s Eth<" in rows[host]
+    assert "8x 400 Gb/s IB (1 down), 2x 40 Gb/s Eth (2 down), 2x 100 Gb/s Eth<" in rows["node-c"]
+    snap = Host.objects.get(cluster=lab, hostname="node-c").latest_snapshot
+    assert snap.nic_models.startswith("8x 400 Gb/s IB (1 down)") and snap.active_nic_count == snap.nic_count - 3
