@@ -69,14 +69,17 @@ its BDF is in ``header_only``, and a warning about its detail lines (a second ``
 not given. Noise lines inside such a block are still warned about, and a malformed column-0 line
 is still an error.
 
-Speed: the text is cut at its column-0 lines with one regex pass; header-only blocks cost a
-header match and a few bounded ``str.find``; the other blocks are read line by line, keyed on the
-text before the first ``:``. The Dell XE9680's 16,873 lines (405 of its 517 functions header-only)
-take about a third less than reading every line.
+Speed: no block is split into lines. The text is cut at its column-0 lines with one regex pass;
+a header-only block costs a header match (its fields cached by the header's text) and a few
+bounded ``str.find``; in any other block one regex pass (``_DETAIL_RE``) finds the lines whose key
+(the text before the first ``:``) parse() reads, ``Capabilities`` lines only when they name one of
+``_CAPABILITY_WORDS``, and only those reach Python. The Dell XE9680's 16,873 lines: 405 of its 517
+functions header-only, 1,383 detail lines read in the other 112.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -228,10 +231,12 @@ _BUS_RE = re.compile(
     r"primary=(?P<p>[0-9a-fA-F]{2}), secondary=(?P<s>[0-9a-fA-F]{2}), subordinate=(?P<u>[0-9a-fA-F]{2})"
 )
 _ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
-_ACS_RE = {flag: re.compile(flag + r"([+-])") for flag in _ACS_FLAGS}
+# Every "Flag+" / "Flag-" of an ACSCap/ACSCtl line in one scan (no flag name ends another one, so the
+# first match of each flag is where a search for that flag alone would stop).
+_ACS_RE = re.compile("(" + "|".join(_ACS_FLAGS) + r")([+-])")
 _ORPHAN_KEYS = frozenset({"LnkCap", "LnkSta", "LnkCap2", "LnkCtl2", "LnkSta2", "LnkCtl", "DevSta", "DevCap", "DevCtl"})
 
-# Keys of the detail lines parse() reads; every other detail line is skipped.
+# Keys of the detail lines parse() reads (``_DETAIL_RE``); every other detail line is skipped.
 _READ_KEYS = frozenset({
     "Capabilities", "LnkCap", "LnkSta", "LnkCap2", "LnkCtl2", "LnkSta2", "HeaderLog", "ACSCap", "ACSCtl", "ATSCtl",
     "NUMA node", "IOMMU group", "Kernel driver in use", "Kernel modules", "Physical Slot", "Bus", "Subsystem",
@@ -253,7 +258,30 @@ HEADER_ONLY_CLASSES = frozenset({
 DETAIL_MARKERS = ("LnkCap", "LnkSta", "ACSCtl", "ATSCtl", "Bus: primary=")
 
 # A line that starts in column 0 (a header, or noise): where a device block can start.
-_COLUMN0_RE = re.compile(r"\n[^\t \n]")
+_COLUMN0_RE = re.compile(r"\n([^\t \n][^\n]*)")
+
+
+def _alternatives(words) -> str:
+    """A regex alternation of ``words`` (literal), longest first."""
+    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+
+
+# What a Capabilities line must contain for parse() to read it (``_capability``); the others (Power
+# Management, MSI, Vendor Specific, ...: most of a block) are never looked at.
+_CAPABILITY_WORDS = ("<access denied>", " Express ", "Advanced Error Reporting", "Address Translation Service",
+                     "] Subsystem: ")
+# The detail lines parse() reads in a device's block, each found by one scan of the block (``\n``
+# first: the regex engine then jumps from line to line): the key (the stripped line's text before
+# its first ``:``) and the rest of the line.
+_DETAIL_RE = re.compile(
+    r"\n[\t ][^\S\n]*(?P<key>" + _alternatives(_READ_KEYS - {"Capabilities"})
+    + r"|Capabilities(?=:[^\n]*(?:" + _alternatives(_CAPABILITY_WORDS) + r")))"
+    r":(?P<rest>[^\n]*)"
+)
+# Detail lines that belong to no device (before any header, or grep's leftovers): counted as orphans.
+_ORPHAN_LINE_RE = re.compile(r"^[\t ][^\S\n]*(?:" + _alternatives(_ORPHAN_KEYS) + r"):", re.MULTILINE)
+_NONBLANK_RE = re.compile(r"\S")
+_ELISIONS = frozenset({"[ ... ]", "[...]", "...", "[ .. ]"})
 
 _DETECT_HEADER_RE = re.compile(
     r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: ", re.MULTILINE
@@ -304,11 +332,11 @@ def _flag(text: str, name: str) -> bool | None:
 
 
 def _acs(text: str) -> AcsFlags:
-    values = []
-    for flag in _ACS_FLAGS:
-        m = _ACS_RE[flag].search(text)
-        values.append(None if m is None else m.group(1) == "+")
-    return AcsFlags(*values)
+    """The flags of an ACSCap/ACSCtl line: the first ``+``/``-`` printed for each, ``None`` when absent."""
+    found: dict[str, bool] = {}
+    for flag, sign in _ACS_RE.findall(text):
+        found.setdefault(flag, sign == "+")
+    return AcsFlags(*(found.get(flag) for flag in _ACS_FLAGS))
 
 
 def _speed(value: str | None) -> float | None:
@@ -323,15 +351,19 @@ def _note_flag(note: str | None) -> bool | None:
     return None
 
 
-def _header(dev: dict, m: re.Match) -> None:
-    """Fill ``dev`` from its header line's match (class, name, ids, rev, prog-if)."""
-    dev["class_name"] = m.group("cls").strip()
-    cc = m.group("cc")
+@functools.lru_cache(maxsize=1024)
+def _header_fields(cls: str, cc: str | None, rest: str) -> dict:
+    """A device's fields from its header line (``_HEADER_RE``'s ``cls``, ``cc`` and ``rest``: class,
+    name, ids, rev, prog-if), the others blank; ``bdf`` and ``line_no`` are the caller's. Cached: a
+    whole-machine capture repeats a few dozen headers (the Dell XE9680: 58 for 517 functions), and
+    a fleet the same ones. The caller copies the dict before filling it."""
+    dev = _new_device("", 0)
+    dev["class_name"] = cls.strip()
     dev["class_code"] = cc.lower() if cc else None
-    t = _TAIL_RE.match(m.group("rest"))
+    t = _TAIL_RE.match(rest)
     if t is None:  # pragma: no cover - _TAIL_RE matches any text
-        dev["name"] = m.group("rest").strip()
-        return
+        dev["name"] = rest.strip()
+        return dev
     name = t.group("name").strip()
     dev["name"] = name
     if t.group("vid"):
@@ -357,284 +389,344 @@ def _header(dev: dict, m: re.Match) -> None:
     if vendor is not None:
         dev["vendor_name"] = vendor
         dev["device_name"] = None if unnamed else (name[len(vendor) + 1 :] or None)
+    return dev
 
 
-def _first_line(text: str, a: int, b: int) -> str:
-    nl = text.find("\n", a, b)
-    return text[a:b] if nl < 0 else text[a:nl]
+def _header_device(m: re.Match, bdf: str, line_no: int) -> dict:
+    """The fields of the device whose header line ``_HEADER_RE`` matched as ``m``."""
+    dev = _header_fields(m.group("cls"), m.group("cc"), m.group("rest")).copy()
+    dev["bdf"] = bdf
+    dev["line_no"] = line_no
+    return dev
 
 
-def _column0_starts(text: str) -> list[int]:
-    """Offsets of the lines that start in column 0 (not blank, not indented), in order."""
-    starts = [m.start() + 1 for m in _COLUMN0_RE.finditer(text)]
+def _column0_lines(text: str) -> list[tuple[int, str]]:
+    """(offset, text) of the lines that start in column 0 (not blank, not indented), in order."""
+    lines = [(m.start(1), m.group(1)) for m in _COLUMN0_RE.finditer(text)]
     if text[:1] not in ("\t", " ", "\n", ""):
-        starts.insert(0, 0)
-    return starts
+        nl = text.find("\n")
+        lines.insert(0, (0, text if nl < 0 else text[:nl]))
+    return lines
+
+
+# Detail lines whose only effect is a field of the device (``_read_block`` handles the others).
+def _read_lnkcap(dev: dict, rest: str) -> None:
+    lm = _LNKCAP_RE.search(rest)
+    if lm is not None:
+        dev["cap_port"] = int(lm.group("port"))
+        dev["cap_speed_gts"] = _speed(lm.group("speed"))
+        dev["cap_width"] = int(lm.group("width"))
+
+
+def _read_lnksta(dev: dict, rest: str) -> None:
+    lm = _LNKSTA_RE.search(rest)
+    if lm is not None:
+        dev["sta_speed_gts"] = _speed(lm.group("speed"))
+        dev["sta_width"] = int(lm.group("width"))
+        dev["sta_speed_note"] = lm.group("snote")
+        dev["sta_width_note"] = lm.group("wnote")
+        dev["speed_downgraded"] = _note_flag(lm.group("snote"))
+        dev["width_downgraded"] = _note_flag(lm.group("wnote"))
+
+
+def _read_lnkcap2(dev: dict, rest: str) -> None:
+    lm = _LNKCAP2_RE.search(rest)
+    if lm is not None:
+        hi = float(lm.group("hi"))
+        lo = float(lm.group("lo")) if lm.group("lo") else hi
+        dev["supported_speeds_gts"] = speeds_up_to(lo, hi)
+
+
+def _read_lnkctl2(dev: dict, rest: str) -> None:
+    lm = _TARGET_RE.search(rest)
+    if lm is not None:
+        dev["target_speed_gts"] = float(lm.group("speed"))
+
+
+def _read_lnksta2(dev: dict, rest: str) -> None:
+    dev["lnksta2"] = rest
+    dev["equalization_complete"] = _flag(rest, "EqualizationComplete")
+
+
+def _read_acscap(dev: dict, rest: str) -> None:
+    dev["acs_cap"] = _acs(rest)
+
+
+def _read_acsctl(dev: dict, rest: str) -> None:
+    dev["acs_ctl"] = _acs(rest)
+
+
+def _read_atsctl(dev: dict, rest: str) -> None:
+    dev["ats_enabled"] = _flag(rest, "Enable")
+
+
+def _read_driver(dev: dict, rest: str) -> None:
+    dev["driver"] = rest or None
+
+
+def _read_modules(dev: dict, rest: str) -> None:
+    dev["kernel_modules"] = tuple(x.strip() for x in rest.split(",") if x.strip())
+
+
+def _read_slot(dev: dict, rest: str) -> None:
+    dev["physical_slot"] = rest or None
+
+
+def _read_bus(dev: dict, rest: str) -> None:
+    bm = _BUS_RE.search(rest)
+    if bm is not None:
+        dev["bus_primary"] = bm.group("p").lower()
+        dev["bus_secondary"] = bm.group("s").lower()
+        dev["bus_subordinate"] = bm.group("u").lower()
+
+
+def _read_subsystem(dev: dict, rest: str) -> None:
+    if dev["subsystem"] is None:
+        sm = _SUBSYS_RE.match(rest)
+        if sm is not None:
+            dev["subsystem"] = sm.group("name").strip() or None
+            if sm.group("vid"):
+                dev["subsystem_vendor_id"] = sm.group("vid").lower()
+                dev["subsystem_device_id"] = sm.group("did").lower()
+
+
+_FIELD_READERS = {
+    "LnkCap": _read_lnkcap, "LnkSta": _read_lnksta, "LnkCap2": _read_lnkcap2, "LnkCtl2": _read_lnkctl2,
+    "LnkSta2": _read_lnksta2, "ACSCap": _read_acscap, "ACSCtl": _read_acsctl, "ATSCtl": _read_atsctl,
+    "Kernel driver in use": _read_driver, "Kernel modules": _read_modules, "Physical Slot": _read_slot,
+    "Bus": _read_bus, "Subsystem": _read_subsystem,
+}
+# A second LnkCap or LnkSta line in a block (once these fields are set) cannot be its device's: grep
+# kept the link lines of a device whose header it dropped.
+_ONCE_PER_DEVICE = {"LnkCap": ("cap_speed_gts", "cap_width"), "LnkSta": ("sta_speed_gts", "sta_width")}
+
+
+class _Parse:
+    """The state of one parse(): the devices so far, the block being read and what to warn about.
+
+    ``run`` takes the text one segment at a time: a column-0 line (a device header, or noise) and
+    the indented lines under it, up to the next column-0 line. A device block is one segment, or
+    several when noise lines sit inside it; indented lines before the first column-0 line belong
+    to no device."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.devices: list[dict] = []
+        self.warnings: list[str] = []
+        self.orphans: list[int] = []
+        self.elided: list[int] = []
+        self.skipped: list[int] = []
+        self.header_only: list[str] = []
+        self.denied = 0
+        self.seen: dict[str, int] = {}
+        self.dev: dict | None = None  # the block being read; None before the first header or for orphans
+        self.orphan_mode = False
+        self.passing = False  # in the detail lines of a header-only block: not read
+        self.aer_open = 0  # line of an AER capability still waiting for its HeaderLog line
+        self.segment = (0, 1)  # offset and line number of the segment being read (for _line)
+
+    def run(self) -> None:
+        text = self.text
+        lines = _column0_lines(text)
+        if not lines or lines[0][0] != 0:  # indented lines first: they belong to no device
+            self._orphan_lines(0, lines[0][0] - 1 if lines else len(text))
+        header_match = _HEADER_RE.match
+        # the last device block is always read in full (a capture cut short ends inside it)
+        last = next((i for i in range(len(lines) - 1, -1, -1) if header_match(lines[i][1])), 0)
+        line_no = 1 if not lines else 1 + text.count("\n", 0, lines[0][0])
+        for i, (a, line) in enumerate(lines):
+            b = lines[i + 1][0] - 1 if i + 1 < len(lines) else len(text)
+            self.segment = (a, line_no)
+            m = header_match(line)
+            if m is None:
+                self._noise(line, line_no)
+            elif not (i < last and self._header_only(m, a, b, line_no)):
+                self._header(m, line, line_no)
+            self._details(a + len(line), b)
+            line_no += text.count("\n", a, b) + 1
+
+    def _header_only(self, m: re.Match, a: int, b: int, line_no: int) -> bool:
+        """Take the block [a, b) as a header-only record if it is one (HEADER_ONLY_CLASSES); True if so."""
+        text = self.text
+        if m.group("cls").strip() not in HEADER_ONLY_CLASSES:
+            return False
+        find = text.find
+        if any(find(marker, a, b) >= 0 for marker in DETAIL_MARKERS):
+            return False
+        bdf = _bdf(m.group("bdf"))
+        if bdf in self.seen:
+            return False
+        self.seen[bdf] = line_no
+        dev = self.dev = _header_device(m, bdf, line_no)
+        self.devices.append(dev)
+        if find("Capabilities: <access denied>", a, b) >= 0:  # the one detail a header-only record has
+            dev["capabilities_denied"] = True
+            self.denied += 1
+        self.header_only.append(bdf)
+        self.aer_open = 0
+        self.orphan_mode = False
+        self.passing = True
+        return True
+
+    def _header(self, m: re.Match, line: str, line_no: int) -> None:
+        """A device header whose block is read (or ignored, if its BDF was listed before)."""
+        try:
+            bdf = _bdf(m.group("bdf"))
+        except ValueError:  # pragma: no cover - the regex only admits addresses
+            raise ParseError(KIND, line_no, line, "malformed PCI address") from None
+        self.aer_open = 0  # a later block follows, so the one before was not cut
+        self.orphan_mode = False
+        self.passing = False
+        if bdf in self.seen:
+            self.warnings.append(
+                f"line {line_no}: {bdf} was already listed at line {self.seen[bdf]}; the later block is ignored"
+            )
+            self.dev = None
+            self.orphan_mode = True
+            return
+        self.seen[bdf] = line_no
+        self.dev = _header_device(m, bdf, line_no)
+        self.devices.append(self.dev)
+
+    def _noise(self, line: str, line_no: int) -> None:
+        """A column-0 line that is no device header: blank, an elision, a prompt or pcilib message, or an error."""
+        s = line.strip()
+        if not s:
+            return
+        if s in _ELISIONS:
+            self.elided.append(line_no)
+        elif s.startswith("pcilib:") or "lspci" in s:
+            self.skipped.append(line_no)
+        else:
+            raise ParseError(
+                KIND, line_no, line,
+                "expected a device header 'BDF class: vendor device' (as lspci prints it) or an indented detail line",
+            )
+
+    def _line(self, at: int) -> int:
+        """The line number of the line that starts at offset ``at`` of the segment being read."""
+        a, line_no = self.segment
+        return line_no + self.text.count("\n", a, at)
+
+    def _details(self, start: int, b: int) -> None:
+        """The indented lines [start, b) under a column-0 line."""
+        if self.passing or start >= b:
+            return
+        if self.dev is None or self.orphan_mode:
+            self._orphan_lines(start, b)
+        else:
+            self._read_block(self.dev, start, b)
+
+    def _read_block(self, dev: dict, start: int, b: int) -> None:
+        """Read ``dev``'s detail lines in [start, b) (``_DETAIL_RE``: the others are skipped unread)."""
+        readers = _FIELD_READERS
+        for d in _DETAIL_RE.finditer(self.text, start, b):
+            key, rest = d.group("key", "rest")
+            rest = rest.strip()
+            reader = readers.get(key)
+            if reader is not None:
+                filled = _ONCE_PER_DEVICE.get(key)
+                if filled is not None and (dev[filled[0]] is not None or dev[filled[1]] is not None):
+                    self.orphan_mode = True
+                    self.orphans.append(self._line(d.start() + 1))
+                    self._orphan_lines(d.end(), b)
+                    return
+                reader(dev, rest)
+            elif key == "Capabilities":
+                self._capability(dev, rest, d.start() + 1)
+            elif key == "HeaderLog":
+                self.aer_open = 0
+            elif key == "NUMA node" or key == "IOMMU group":
+                self._number(dev, key, rest, d.start() + 1)
+
+    def _capability(self, dev: dict, rest: str, at: int) -> None:
+        """A ``Capabilities:`` line (one with _CAPABILITY_WORDS) that starts at offset ``at``."""
+        if rest.startswith("<access denied>"):
+            if not dev["capabilities_denied"]:
+                self.denied += 1
+            dev["capabilities_denied"] = True
+            return
+        if " Express " in rest:
+            em = _EXPRESS_RE.match(rest)
+            if em is not None:
+                dev["express_version"] = int(em.group("ver")) if em.group("ver") else None
+                dev["port_type"] = em.group("type").strip()
+                slot = em.group("slot")
+                dev["slot"] = None if slot is None else slot == "+"
+            return
+        if "Advanced Error Reporting" in rest:
+            self.aer_open = self._line(at)
+        elif "Address Translation Service" in rest:
+            dev["ats"] = True
+        elif "] Subsystem: " in rest and dev["subsystem"] is None:
+            dev["subsystem"] = rest.split("] Subsystem: ", 1)[1].strip()
+
+    def _number(self, dev: dict, key: str, rest: str, at: int) -> None:
+        """``NUMA node:`` or ``IOMMU group:`` (the line at offset ``at``): the first number is kept, a
+        different second one warned about."""
+        field = "numa_node" if key == "NUMA node" else "iommu_group"
+        if rest.lstrip("-").isdigit() and rest.isascii():
+            n = int(rest)
+            if dev[field] is not None:
+                if dev[field] != n:
+                    self.warnings.append(
+                        f"line {self._line(at)}: a second '{key}' line for {dev['bdf']} says {n}, the first said "
+                        f"{dev[field]}; the first is kept"
+                    )
+                return
+            dev[field] = None if n < 0 else n
+
+    def _orphan_lines(self, start: int, b: int) -> None:
+        """Note the link/status lines in [start, b) of the segment being read: they have no device."""
+        for o in _ORPHAN_LINE_RE.finditer(self.text, start, b):
+            self.orphans.append(self._line(o.start()))
+
+    def result(self) -> LspciVerbose:
+        text, devices, warnings, orphans = self.text, self.devices, self.warnings, self.orphans
+        if not devices:  # the error names the first line that is not blank
+            first_content = _NONBLANK_RE.search(text)
+            first = text.count("\n", 0, first_content.start()) + 1 if first_content else 1
+            if orphans:
+                reason = (
+                    "no device header line ('BDF class: vendor device') found: the link lines cannot be tied to a "
+                    "device (was the output filtered with grep?); send the whole lspci -vvv output"
+                )
+            else:
+                reason = "no device header line ('BDF class: vendor device') found; this is not lspci -vv/-vvv output"
+            raise ParseError(KIND, first, text.split("\n")[first - 1], reason)
+        if self.aer_open:
+            warnings.append(
+                f"line {self.aer_open}: the Advanced Error Reporting capability of {devices[-1]['bdf']} ends without "
+                "its HeaderLog line at the end of the text: the capture looks cut short and the last device may be "
+                "incomplete"
+            )
+        if orphans:
+            warnings.append(
+                f"{len(orphans)} link/status line(s) ({_ranges(orphans)}) have no device header of their own (the "
+                "output was filtered with grep?); they are ignored"
+            )
+        if self.elided:
+            warnings.append(f"line(s) {_ranges(self.elided)}: lines were elided ('[ ... ]'); fields there are missing")
+        if self.skipped:
+            warnings.append(
+                f"line(s) {_ranges(self.skipped)}: skipped lines that are not lspci output (prompt or pcilib message)")
+        if self.denied:
+            warnings.append(
+                f"{self.denied} device(s) show 'Capabilities: <access denied>' (lspci ran without root): their link, "
+                "port type, ACS and ATS fields are missing, not wrong"
+            )
+        return LspciVerbose(tuple(_function(d) for d in devices), tuple(warnings), tuple(self.header_only))
 
 
 def parse(text: str) -> LspciVerbose:
     """Parse ``lspci -vvv`` (or ``-vv``/``-nn``/``-D``) output; see the module docstring for the schema."""
     if text.startswith("\ufeff") or "\x1b" in text or "\r" in text:
         text = "\n".join(clean_lines(text))  # clean_lines(text) is text.split("\n") for a clean text
-    if not text.strip():
+    if not text or text.isspace():  # (not text.strip(): no copy of a megabyte)
         raise ParseError(KIND, 0, "", "the lspci output is empty")
-    devices: list[dict] = []
-    warnings: list[str] = []
-    orphans: list[int] = []
-    elided: list[int] = []
-    skipped: list[int] = []
-    header_only: list[str] = []
-    denied = 0
-    seen: dict[str, int] = {}
-    dev: dict | None = None  # the block being read; None before the first header or for orphans
-    orphan_mode = False
-    passing = False  # in the detail lines of a header-only block: not read
-    aer_open = 0  # line of an AER capability still waiting for its HeaderLog line
-    first_content = 0
-
-    header_match = _HEADER_RE.match
-    # Segments: from one column-0 line to the next. A device block is one segment (or several
-    # when noise lines sit inside it); text before the first column-0 line is a segment too.
-    starts = _column0_starts(text)
-    if not starts or starts[0] != 0:
-        starts.insert(0, 0)
-    ends = [s - 1 for s in starts[1:]] + [len(text)]
-    # the last device block is always read in full (a capture cut short ends inside it)
-    last = next((i for i in range(len(starts) - 1, -1, -1) if header_match(_first_line(text, starts[i], ends[i]))),
-                0)
-    seg_line = 1  # line number of the segment's first line
-    for seg, (a, b) in enumerate(zip(starts, ends)):
-        if seg < last and text[a] not in "\t ":
-            m = header_match(_first_line(text, a, b))
-            if m is not None and m.group("cls").strip() in HEADER_ONLY_CLASSES and not any(
-                    text.find(marker, a, b) >= 0 for marker in DETAIL_MARKERS):
-                bdf = _bdf(m.group("bdf"))
-                if bdf not in seen:
-                    # A header-only block: its detail lines are not split nor read (see
-                    # HEADER_ONLY_CLASSES); only a non-root run's marker is looked for.
-                    seen[bdf] = seg_line
-                    if not first_content:
-                        first_content = seg_line
-                    dev = _new_device(bdf, seg_line)
-                    devices.append(dev)
-                    _header(dev, m)
-                    if text.find("Capabilities: <access denied>", a, b) >= 0:
-                        dev["capabilities_denied"] = True
-                        denied += 1
-                    header_only.append(bdf)
-                    aer_open = 0
-                    orphan_mode = False
-                    passing = True
-                    seg_line += text.count("\n", a, b) + 1
-                    continue
-        lines = text[a:b].split("\n")
-        for line_no, line in enumerate(lines, seg_line):
-            if not line:
-                continue
-            c0 = line[0]
-            if c0 != "\t" and c0 != " ":
-                # column 0: a device header, or noise
-                m = header_match(line)
-                if m is None:
-                    s = line.strip()
-                    if not s:
-                        continue
-                    if not first_content:
-                        first_content = line_no
-                    if s in ("[ ... ]", "[...]", "...", "[ .. ]"):
-                        elided.append(line_no)
-                        continue
-                    if s.startswith("pcilib:") or "lspci" in s:
-                        skipped.append(line_no)
-                        continue
-                    raise ParseError(
-                        KIND, line_no, line,
-                        "expected a device header 'BDF class: vendor device' (as lspci prints it) or an indented detail line",
-                    )
-                if not first_content:
-                    first_content = line_no
-                try:
-                    bdf = _bdf(m.group("bdf"))
-                except ValueError:  # pragma: no cover - the regex only admits addresses
-                    raise ParseError(KIND, line_no, line, "malformed PCI address") from None
-                aer_open = 0  # a later block follows, so the one before was not cut
-                orphan_mode = False
-                passing = False
-                if bdf in seen:
-                    warnings.append(
-                        f"line {line_no}: {bdf} was already listed at line {seen[bdf]}; the later block is ignored"
-                    )
-                    dev = None
-                    orphan_mode = True
-                    continue
-                seen[bdf] = line_no
-                dev = _new_device(bdf, line_no)
-                devices.append(dev)
-                _header(dev, m)
-                continue
-
-            # an indented detail line
-            if passing:
-                continue
-            s = line.strip()
-            if not s:
-                continue
-            if not first_content:
-                first_content = line_no
-            key, sep, rest = s.partition(":")
-            if not sep:
-                continue
-            if dev is None or orphan_mode:
-                if key in _ORPHAN_KEYS:
-                    orphans.append(line_no)
-                continue
-            if key not in _READ_KEYS:  # most detail lines (Control, Status, Region, DevCap, ...): one set lookup
-                continue
-            rest = rest.strip()
-            if key == "Capabilities":
-                if rest.startswith("<access denied>"):
-                    if not dev["capabilities_denied"]:
-                        denied += 1
-                    dev["capabilities_denied"] = True
-                    continue
-                if " Express " in rest:
-                    em = _EXPRESS_RE.match(rest)
-                    if em is not None:
-                        dev["express_version"] = int(em.group("ver")) if em.group("ver") else None
-                        dev["port_type"] = em.group("type").strip()
-                        slot = em.group("slot")
-                        dev["slot"] = None if slot is None else slot == "+"
-                    continue
-                if "Advanced Error Reporting" in rest:
-                    aer_open = line_no
-                elif "Address Translation Service" in rest:
-                    dev["ats"] = True
-                elif "] Subsystem: " in rest and dev["subsystem"] is None:
-                    dev["subsystem"] = rest.split("] Subsystem: ", 1)[1].strip()
-                continue
-            if key == "LnkCap":
-                if dev["cap_speed_gts"] is not None or dev["cap_width"] is not None:
-                    orphan_mode = True  # a second LnkCap: grep kept the link lines of a device whose header it dropped
-                    orphans.append(line_no)
-                    continue
-                lm = _LNKCAP_RE.search(rest)
-                if lm is not None:
-                    dev["cap_port"] = int(lm.group("port"))
-                    dev["cap_speed_gts"] = _speed(lm.group("speed"))
-                    dev["cap_width"] = int(lm.group("width"))
-                continue
-            if key == "LnkSta":
-                if dev["sta_speed_gts"] is not None or dev["sta_width"] is not None:
-                    orphan_mode = True
-                    orphans.append(line_no)
-                    continue
-                lm = _LNKSTA_RE.search(rest)
-                if lm is not None:
-                    dev["sta_speed_gts"] = _speed(lm.group("speed"))
-                    dev["sta_width"] = int(lm.group("width"))
-                    dev["sta_speed_note"] = lm.group("snote")
-                    dev["sta_width_note"] = lm.group("wnote")
-                    dev["speed_downgraded"] = _note_flag(lm.group("snote"))
-                    dev["width_downgraded"] = _note_flag(lm.group("wnote"))
-                continue
-            if key == "LnkCap2":
-                lm = _LNKCAP2_RE.search(rest)
-                if lm is not None:
-                    hi = float(lm.group("hi"))
-                    lo = float(lm.group("lo")) if lm.group("lo") else hi
-                    dev["supported_speeds_gts"] = speeds_up_to(lo, hi)
-                continue
-            if key == "LnkCtl2":
-                lm = _TARGET_RE.search(rest)
-                if lm is not None:
-                    dev["target_speed_gts"] = float(lm.group("speed"))
-                continue
-            if key == "LnkSta2":
-                dev["lnksta2"] = rest
-                dev["equalization_complete"] = _flag(rest, "EqualizationComplete")
-                continue
-            if key == "HeaderLog":
-                aer_open = 0
-                continue
-            if key == "ACSCap":
-                dev["acs_cap"] = _acs(rest)
-                continue
-            if key == "ACSCtl":
-                dev["acs_ctl"] = _acs(rest)
-                continue
-            if key == "ATSCtl":
-                dev["ats_enabled"] = _flag(rest, "Enable")
-                continue
-            if key == "NUMA node" or key == "IOMMU group":
-                field = "numa_node" if key == "NUMA node" else "iommu_group"
-                if rest.lstrip("-").isdigit() and rest.isascii():
-                    n = int(rest)
-                    if dev[field] is not None:
-                        if dev[field] != n:
-                            warnings.append(
-                                f"line {line_no}: a second '{key}' line for {dev['bdf']} says {n}, the first said "
-                                f"{dev[field]}; the first is kept"
-                            )
-                        continue
-                    dev[field] = None if n < 0 else n
-                continue
-            if key == "Kernel driver in use":
-                dev["driver"] = rest or None
-                continue
-            if key == "Kernel modules":
-                dev["kernel_modules"] = tuple(x.strip() for x in rest.split(",") if x.strip())
-                continue
-            if key == "Physical Slot":
-                dev["physical_slot"] = rest or None
-                continue
-            if key == "Bus":
-                bm = _BUS_RE.search(rest)
-                if bm is not None:
-                    dev["bus_primary"] = bm.group("p").lower()
-                    dev["bus_secondary"] = bm.group("s").lower()
-                    dev["bus_subordinate"] = bm.group("u").lower()
-                continue
-            if key == "Subsystem" and dev["subsystem"] is None:
-                sm = _SUBSYS_RE.match(rest)
-                if sm is not None:
-                    dev["subsystem"] = sm.group("name").strip() or None
-                    if sm.group("vid"):
-                        dev["subsystem_vendor_id"] = sm.group("vid").lower()
-                        dev["subsystem_device_id"] = sm.group("did").lower()
-                continue
-        seg_line += len(lines)
-
-    if not devices:
-        first = first_content or 1
-        if orphans:
-            reason = (
-                "no device header line ('BDF class: vendor device') found: the link lines cannot be tied to a "
-                "device (was the output filtered with grep?); send the whole lspci -vvv output"
-            )
-        else:
-            reason = "no device header line ('BDF class: vendor device') found; this is not lspci -vv/-vvv output"
-        raise ParseError(KIND, first, text.split("\n")[first - 1], reason)
-
-    if aer_open and devices:
-        warnings.append(
-            f"line {aer_open}: the Advanced Error Reporting capability of {devices[-1]['bdf']} ends without its "
-            "HeaderLog line at the end of the text: the capture looks cut short and the last device may be incomplete"
-        )
-    if orphans:
-        warnings.append(
-            f"{len(orphans)} link/status line(s) ({_ranges(orphans)}) have no device header of their own (the output "
-            "was filtered with grep?); they are ignored"
-        )
-    if elided:
-        warnings.append(f"line(s) {_ranges(elided)}: lines were elided ('[ ... ]'); fields there are missing")
-    if skipped:
-        warnings.append(f"line(s) {_ranges(skipped)}: skipped lines that are not lspci output (prompt or pcilib message)")
-    if denied:
-        warnings.append(
-            f"{denied} device(s) show 'Capabilities: <access denied>' (lspci ran without root): their link, "
-            "port type, ACS and ATS fields are missing, not wrong"
-        )
-    return LspciVerbose(tuple(_function(d) for d in devices), tuple(warnings), tuple(header_only))
+    state = _Parse(text)
+    state.run()
+    return state.result()
 
 
 def _function(fields: dict) -> PciFunction:
