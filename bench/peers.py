@@ -37,11 +37,13 @@ def lstopo_rows(c) -> list[Measure]:
     if lstopo is None:
         return [Measure("lstopo vs host page", 0, 0, 0, 0, note="SKIPPED: lstopo not installed (apt-get install hwloc)")]
     from apps.domain.analysis import analyze_host
-    from apps.ingest import services
+    from apps.ingest import access, services
     from apps.ingest.models import Cluster
 
     cluster = Cluster.objects.filter(name="synth-hwloc").first() or services.create_cluster(
         name="synth-hwloc", description="synthetic: real hwloc XML under synth- names for the lstopo comparison")
+    db.bench_user()  # the client reads the page as a viewer (clusters are private), as bench.pages does
+    access.grant(cluster=cluster, role=access.VIEWER, username=db.BENCH_USER)
     rows: list[Measure] = []
     out = Path(tempfile.mkdtemp(prefix="bench-lstopo-"))
     try:

@@ -16,8 +16,9 @@ def snapshot_with_host(snapshot_id: int) -> Snapshot | None:
 
 
 def host_snapshot(host: Host, snapshot_id: int | None) -> Snapshot | None:
-    """The snapshot ``snapshot_id`` of ``host``, or its newest one (document deferred)."""
-    rows = Snapshot.objects.filter(host=host).defer("document").order_by("-collected_at", "-id")
+    """The snapshot ``snapshot_id`` of ``host``, or its newest one (document deferred; its
+    ``.host`` is ``host``)."""
+    rows = host.snapshots.defer("document").order_by("-collected_at", "-id")
     if snapshot_id is not None:
         return rows.filter(pk=snapshot_id).first()
     return rows.first()
@@ -27,6 +28,25 @@ def previous_snapshot(snapshot: Snapshot) -> Snapshot | None:
     return (Snapshot.objects.filter(host_id=snapshot.host_id).defer("document")
             .exclude(pk=snapshot.pk).filter(collected_at__lte=snapshot.collected_at)
             .order_by("-collected_at", "-id").first())
+
+
+def snapshot_in(history: list[Snapshot], host: Host, snapshot_id: int | None) -> Snapshot | None:
+    """``host_snapshot(host, snapshot_id)``, found in ``history`` (the newest of the host's
+    snapshots in ``host_snapshots`` order) without a query when it is there."""
+    if snapshot_id is None:
+        return history[0] if history else None  # an empty history: the host has no snapshot
+    found = next((s for s in history if s.pk == snapshot_id), None)
+    return found if found is not None else host_snapshot(host, snapshot_id)
+
+
+def previous_in(history: list[Snapshot], snapshot: Snapshot, *, complete: bool) -> Snapshot | None:
+    """``previous_snapshot(snapshot)``, found in ``history`` (as ``snapshot_in``; ``complete``: it
+    holds every snapshot of the host) without a query when it can be: the first row of the same
+    order that the query's filter keeps."""
+    found = next((s for s in history if s.pk != snapshot.pk and s.collected_at <= snapshot.collected_at), None)
+    if found is not None or complete:
+        return found
+    return previous_snapshot(snapshot)
 
 
 def cluster_reported_last(cluster_ids: set[int] | None = None) -> str | None:

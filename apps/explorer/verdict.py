@@ -1,8 +1,9 @@
 """The verdict on the pages: the host page's verdict box, consistency banner and NIC-role form,
 the one-sentence verdicts of the path and compare pages (figures from ``apps.domain.verdict``).
 
-``host_context(doc, snap, user) -> dict``  what host.html needs (``verdict``, ``nic_role_rows``,
-    ``can_set_roles``, and the findings and settings with the held-back advice removed).
+``host_context(doc, snap, user, role=None) -> dict``  what host.html needs (``verdict``, ``nic_role_rows``,
+    ``can_set_roles``, and the findings and settings with the held-back advice removed); ``role``: the
+    person's role in the host's cluster when the caller has read it (else it is read here).
 ``nic_roles_post(request, cluster, hostname)``  the form's POST: editor role; one select per NIC
     ("" = the engine's classification, else compute / storage / management).
 """
@@ -41,8 +42,10 @@ def _role_rows(doc: dict, stored: dict) -> list[dict]:
     return rows
 
 
-def host_context(doc: dict, snap: Snapshot, user) -> dict:
+def host_context(doc: dict, snap: Snapshot, user, role: str | None = None) -> dict:
     stored = snap.nic_roles or {}
+    can_set_roles = (access.covers(role, access.EDITOR) if role is not None
+                     else access.has_role(user, snap.host.cluster, access.EDITOR))
     v = dv.host_verdict(doc, stored)
     advice = v["advice"]
     shown = {**doc, "findings": advice["findings"]}
@@ -54,7 +57,7 @@ def host_context(doc: dict, snap: Snapshot, user) -> dict:
         "nccl_export": "\n".join(export_block(advice["settings"])),
         "held_findings": advice["held_findings"], "held_settings": advice["held_settings"],
         "nic_role_rows": _role_rows(doc, stored),
-        "can_set_roles": access.has_role(user, snap.host.cluster, access.EDITOR),
+        "can_set_roles": can_set_roles,
         "role_choices": dv.ROLES,
         "gpu_nic": [{**e, "gdr_pxn": by_gpu.get(e["gpu"], {}).get("gdr"),
                      "effective_gbs": by_gpu.get(e["gpu"], {}).get("effective_gbs")}

@@ -22,8 +22,6 @@ from apps.domain.compare import compare_docs
 from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.errors import ParseError
 from apps.domain import gpu_groups
-from apps.domain.names import natural_key
-from apps.domain.shellsafe import export_block
 from apps.explorer import capacity as capacity_page
 from apps.explorer import cluster_page, compare_pages, figures, labels, path_fabric, run_lists
 from apps.explorer import selectors as ex
@@ -49,13 +47,19 @@ def cluster_or_404(request: HttpRequest, name: str) -> Cluster:
 
 
 def host_or_404(request: HttpRequest, cluster: str, hostname: str) -> Host:
+    return host_and_role_or_404(request, cluster, hostname)[0]
+
+
+def host_and_role_or_404(request: HttpRequest, cluster: str, hostname: str) -> tuple[Host, str]:
+    """The host and the person's role in its cluster (read once); 404 when they may not view it."""
     try:
         h = ingest.get_host(cluster, hostname)
     except Host.DoesNotExist:
         h = None
-    if h is None or not access.has_role(request.user, h.cluster, access.VIEWER):
+    role = access.role_of(request.user, h.cluster) if h is not None else None
+    if h is None or not access.covers(role, access.VIEWER):
         raise Http404(f"no host {hostname!r} in cluster {cluster!r}")
-    return h
+    return h, role
 
 
 def _int(value: str | None) -> int | None:
@@ -89,38 +93,41 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
 # -- host -------------------------------------------------------------------------------------
 
 
-def _nccl_export(doc: dict) -> str:
-    """The copyable ``export NAME=VALUE`` block of the suggested settings, each value shell-quoted
-    (``shellsafe.export_line``): safe to paste into bash whatever a stored document holds."""
-    return "\n".join(export_block(doc.get("nccl_settings") or []))
+HOST_HISTORY = 100  # snapshots in the host page's picker
+
+
+def _pending_upload(h: Host, upload_id: int | None) -> Upload | None:
+    """The upload ``?upload=`` names when it is this host's and still being read (None without one)."""
+    if upload_id is None:
+        return None
+    return (Upload.objects.filter(pk=upload_id, host=h).exclude(status=Upload.Status.DONE)
+            .defer("raw").first())
 
 
 @login_required
 @require_GET
 def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
-    h = host_or_404(request, cluster, hostname)
-    snap = ex.host_snapshot(h, _int(request.GET.get("snapshot")))
-    history = list(ingest.host_snapshots(h)[:100])
+    h, role = host_and_role_or_404(request, cluster, hostname)
+    history = list(ingest.host_snapshots(h)[:HOST_HISTORY])
+    snap = ex.snapshot_in(history, h, _int(request.GET.get("snapshot")))
     # a report just pasted and still being read by a worker: the page says so and refreshes
-    pending = (Upload.objects.filter(pk=_int(request.GET.get("upload")) or 0, host=h)
-               .exclude(status=Upload.Status.DONE).defer("raw").first())
+    pending = _pending_upload(h, _int(request.GET.get("upload")))
     if snap is None:
         uploads = Upload.objects.filter(host=h).defer("raw").order_by("-received_at")[:5]
         return render(request, "explorer/host_empty.html", {"host": h, "uploads": uploads, "pending": pending,
                                                             "runs": run_lists.runs_table(ingest.host_runs(h, 20))})
     doc = ingest.get_snapshot_doc(snap.pk)
-    previous = ex.previous_snapshot(snap)
-    ctx = verdict_page.host_context(doc, snap, request.user)  # verdict, banner, advice held back, NIC roles
+    previous = ex.previous_in(history, snap, complete=len(history) < HOST_HISTORY)
+    # verdict, banner, advice held back, NIC roles; and the findings, settings, GPU-NIC rows and NIC rates
+    ctx = verdict_page.host_context(doc, snap, request.user, role)
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
         "fig_host": figures.host_figure_json(doc),
         # no chart without a cell to draw: the template says why instead
         "fig_gpu": figures.gpu_matrix_figure_json(doc) if doc.get("gpu_pairs") else None,
         "fig_nic": figures.nic_matrix_figure_json(doc) if doc.get("gpu_nic_matrix") else None,
-        "findings": ex.sorted_findings(doc), "nccl_export": _nccl_export(doc),
-        "gpu_nic": sorted(doc.get("gpu_nic") or [], key=lambda e: natural_key(e["gpu"])),
         "gpu_model": labels.gpu_model(doc.get("summary"), snap.gpu_model),
-        "nic_header": labels.nic_header(doc.get("summary")), "nic_rates": labels.nic_rates(snap.nic_models),
+        "nic_header": labels.nic_header(doc.get("summary")),
         "assumptions": doc.get("assumptions") or [],
         "runs": run_lists.runs_table(ingest.host_runs(h, 20)),
         "p2p_gaps": gpu_groups.p2p_gap_section(doc), "gpu_group_section": gpu_groups.gpu_group_section(doc),

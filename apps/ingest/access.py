@@ -24,6 +24,7 @@ Signatures::
 
     role_of(user, cluster) -> str | None
     has_role(user, cluster, role) -> bool
+    covers(have, role) -> bool                      role_of's answer includes role
     require(user, cluster, role) -> None            raises NoAccess / RoleTooLow
     visible_clusters(user) -> QuerySet[Cluster]
     clusters_with_role(user, role) -> QuerySet[Cluster]
@@ -73,7 +74,8 @@ def role_of(user, cluster: Cluster) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
-    roles = ClusterGrant.objects.filter(_grants_of(user), cluster=cluster).values_list("role", flat=True)
+    # no order_by: the best role does not depend on the order (and the ordering would join clusters)
+    roles = ClusterGrant.objects.filter(_grants_of(user), cluster=cluster).order_by().values_list("role", flat=True)
     best = max((ROLE_RANK[r] for r in roles if r in ROLE_RANK), default=0)
     if cluster.open_to_all_users:
         best = max(best, ROLE_RANK[VIEWER])
@@ -82,7 +84,11 @@ def role_of(user, cluster: Cluster) -> str | None:
 
 def has_role(user, cluster: Cluster, role: str) -> bool:
     _check_role(role)
-    have = role_of(user, cluster)
+    return covers(role_of(user, cluster), role)
+
+
+def covers(have: str | None, role: str) -> bool:
+    """Whether the role ``have`` (``role_of``'s answer; None: no access) includes ``role``."""
     return have is not None and ROLE_RANK[have] >= ROLE_RANK[role]
 
 

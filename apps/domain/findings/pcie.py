@@ -692,9 +692,10 @@ def rule_p12(ctx: Ctx) -> list[dict]:
         return []
     gpus = [g for g in ctx.gpus if g.get("bdf") in parent]
     gpu_bdfs = {g["bdf"] for g in gpus}
+    chains = {b: _ancestors(parent, b) for b in parent}  # walked once, not once per GPU
     out = []
     for g in gpus:
-        chain = _ancestors(parent, g["bdf"])
+        chain = chains[g["bdf"]]
         if not chain:
             continue  # directly on a root bus: integrated, not behind any port
         named = [b for b in chain if _CHIPSET_RE.search(names.get(b, ""))]
@@ -702,7 +703,7 @@ def rule_p12(ctx: Ctx) -> list[dict]:
         if named:
             via, why = named[0], f"{names[named[0]]} ({named[0]})"
         else:
-            below = [b for b in parent if b not in gpu_bdfs and b[:-2] != g["bdf"][:-2] and top in _ancestors(parent, b)]
+            below = [b for b in parent if b not in gpu_bdfs and b[:-2] != g["bdf"][:-2] and top in chains[b]]
             chipset = sorted({names[b] for b in below if _CHIPSET_RE.search(names.get(b, ""))})
             if not chipset:
                 continue

@@ -247,6 +247,8 @@ class _Reader:
         if otype in _IO_TYPES:
             self._io(node, otype, ctx)
             return
+        if not node.children and otype not in ("Package", "NUMANode"):
+            return  # a leaf (a PU, a childless cache): no infos, no objects, nothing to record
         infos = self._infos(node)
         if otype in ("Machine", "System"):
             self.product = self.product or infos.get("DMIProductName")

@@ -9,14 +9,23 @@ from django.utils.safestring import mark_safe
 register = template.Library()
 
 # The escapes json_script applies: inside a <script> element these characters only occur in JSON strings.
-_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+_ESCAPES = (("<", "\\u003C"), (">", "\\u003E"), ("&", "\\u0026"))
+
+
+def _escape_json(text: str) -> str:
+    """``text`` with json_script's escapes applied. One ``str.replace`` per character (no
+    replacement holds another's character, so the order does not matter): many times faster
+    than ``str.translate`` with a dict on a figure of a hundred kilobytes."""
+    for char, escaped in _ESCAPES:
+        text = text.replace(char, escaped)
+    return text
 
 
 @register.simple_tag
 def figure_script(element_id: str, figure_json: str, target: str = "") -> str:
     """``<script type="application/json" data-figure=...>`` holding an already-serialised figure."""
     return format_html('<script id="{}" type="application/json" data-figure="{}">{}</script>', element_id,
-                       target, mark_safe(str(figure_json).translate(_ESCAPES)))
+                       target, mark_safe(_escape_json(str(figure_json))))
 
 
 @register.filter
