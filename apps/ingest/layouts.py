@@ -86,9 +86,11 @@ def _newest(host_id: int) -> Snapshot | None:
 
 def host_changed(host_id: int) -> None:
     """Bring the host's newest snapshot, layout group, its platform's statuses and its own
-    differences up to date (module docstring). Nothing is written for an unchanged re-report."""
+    differences up to date (module docstring). Nothing is written for an unchanged re-report;
+    a new snapshot of the layout the host already had recounts nothing unless its previous
+    snapshot was a group's reference."""
     host = Host.objects.filter(pk=host_id).only("id", "cluster_id", "latest_snapshot_id", "layout_id",
-                                                "layout_compared").first()
+                                                "layout_compared").order_by().first()  # no join for the ordering
     if host is None:
         return
     latest = _newest(host_id)
@@ -104,11 +106,15 @@ def host_changed(host_id: int) -> None:
             group, _ = LayoutGroup.objects.get_or_create(cluster_id=host.cluster_id, platform_key=pkey,
                                                          fingerprint=fp, defaults={"platform": label})
         Host.objects.filter(pk=host_id).update(latest_snapshot=latest, layout=group)
-        platforms = {g.platform_key for g in (old, group) if g is not None}
-        for pkey in sorted(platforms):
-            refresh_platform(host.cluster_id, pkey)
-        renumber(host.cluster_id)
-    host = with_layout(Host.objects.filter(pk=host_id)).first()
+        previous = host.latest_snapshot_id  # None also when it was deleted (a reference with it)
+        stays = (old is not None and group is not None and old.pk == group.pk and previous is not None
+                 and (previous == latest.pk or not LayoutGroup.objects.filter(reference_id=previous).exists()))
+        if not stays:
+            platforms = {g.platform_key for g in (old, group) if g is not None}
+            reordered = [refresh_platform(host.cluster_id, pkey) for pkey in sorted(platforms)]
+            if any(reordered):
+                renumber(host.cluster_id)
+    host = with_layout(Host.objects.filter(pk=host_id)).order_by().first()
     if host is not None:
         refresh_lines([host])
 
@@ -121,40 +127,54 @@ def with_layout(hosts):
         "layout__reference__nic_roles")
 
 
-def refresh_platform(cluster_id: int, platform_key: str) -> None:
+def refresh_platform(cluster_id: int, platform_key: str) -> bool:
     """Recount the layout groups of one platform and give each its status and reference
-    (``fleet.group_hosts``'s rules); groups left without hosts are deleted."""
-    groups = {g.pk: g for g in LayoutGroup.objects.filter(cluster_id=cluster_id, platform_key=platform_key)}
-    stats = {r["layout_id"]: r for r in Host.objects.filter(layout_id__in=list(groups)).order_by()
-             .values("layout_id").annotate(n=Count("id"), first=Min("hostname"))}
-    empty = [pk for pk in groups if pk not in stats]
+    (``fleet.group_hosts``'s rules); groups left without hosts are deleted, groups whose figures
+    did not change are not written. True when the page numbers may have to move (``renumber``):
+    a group appeared or went, or the platform's groups changed order."""
+    groups = list(LayoutGroup.objects.filter(cluster_id=cluster_id, platform_key=platform_key)
+                  .annotate(n=Count("hosts"), first=Min("hosts__hostname")))
+    empty = [g.pk for g in groups if not g.n]
     if empty:
         LayoutGroup.objects.filter(pk__in=empty).delete()
-    live = sorted((g for pk, g in groups.items() if pk in stats),
-                  key=lambda g: (-stats[g.pk]["n"], stats[g.pk]["first"]))
+    live = sorted((g for g in groups if g.n), key=lambda g: (-g.n, g.first))
     if not live:
-        return
-    size = sum(stats[g.pk]["n"] for g in live)
+        return bool(empty)
+    size = sum(g.n for g in live)
     norm = live[0]
-    ref_id = (Host.objects.filter(layout=norm, hostname=stats[norm.pk]["first"])
-              .values_list("latest_snapshot_id", flat=True).first())
-    tie = len(live) > 1 and stats[live[1].pk]["n"] == stats[norm.pk]["n"]
+    tie = len(live) > 1 and live[1].n == norm.n
+    ref_id = None
+    if size > 1 and len(live) > 1:
+        ref_id = (Host.objects.filter(layout=norm, hostname=norm.first).order_by()
+                  .values_list("latest_snapshot_id", flat=True).first())
+    fields = ("host_count", "platform_size", "status", "reference_id")
+    order_before = sorted(live, key=_page_order)
+    changed = []
     for g in live:
-        g.host_count, g.platform_size = stats[g.pk]["n"], size
+        before = tuple(getattr(g, f) for f in fields)
+        g.host_count, g.platform_size = g.n, size
         if size == 1:
             g.status, g.reference_id = ALONE, None
         elif tie:
             g.status, g.reference_id = NO_MAJORITY, (None if g is norm else ref_id)
         else:
             g.status, g.reference_id = (NORM, None) if g is norm else (ODD, ref_id)
-    LayoutGroup.objects.bulk_update(live, ["host_count", "platform_size", "status", "reference"])
+        if tuple(getattr(g, f) for f in fields) != before:
+            changed.append(g)
+    if changed:
+        LayoutGroup.objects.bulk_update(changed, ["host_count", "platform_size", "status", "reference"])
+    return bool(empty) or any(not g.position for g in live) or sorted(live, key=_page_order) != order_before
+
+
+def _page_order(g: LayoutGroup) -> tuple:
+    """Where a group stands on the cluster page: platforms by name, then norm, no majority, alone,
+    odd, larger groups first (the order the page always listed them in)."""
+    return g.platform, _ORDER.get(g.status, 9), -g.host_count, g.fingerprint
 
 
 def renumber(cluster_id: int) -> None:
-    """Page numbers of the cluster's groups: platforms by name, then norm, no majority, alone, odd,
-    larger groups first (the order the page always listed them in)."""
-    groups = list(LayoutGroup.objects.filter(cluster_id=cluster_id))
-    groups.sort(key=lambda g: (g.platform, _ORDER.get(g.status, 9), -g.host_count, g.fingerprint))
+    """Page numbers of the cluster's groups, in ``_page_order``."""
+    groups = sorted(LayoutGroup.objects.filter(cluster_id=cluster_id), key=_page_order)
     moved = []
     for i, g in enumerate(groups, start=1):
         if g.position != i:
@@ -189,7 +209,11 @@ def refresh_lines(hosts: list[Host]) -> None:
         if ref is not None and own is not None and ref.pk != own.pk:
             lines = short_summary({"summary": diffs[(ref.pk, own.pk)]}, MAX_LINES)
         h.layout_lines, h.layout_compared = lines, key
-    Host.objects.bulk_update([h for h, *_ in stale], ["layout_lines", "layout_compared"])
+    if len(stale) == 1:  # at ingest: one statement, no transaction of its own
+        h = stale[0][0]
+        Host.objects.filter(pk=h.pk).update(layout_lines=h.layout_lines, layout_compared=h.layout_compared)
+    else:
+        Host.objects.bulk_update([h for h, *_ in stale], ["layout_lines", "layout_compared"])
 
 
 # --- hosts stored before, and a whole cluster --------------------------------------------------------

@@ -351,12 +351,13 @@ def _store_result(run: Run, result: dict, links: list[tuple[str, Host | None, Sn
 def recheck_after_snapshot(host_id: int) -> int:
     """Re-check the runs naming this host that had no layout for it, or whose layout is older than
     the snapshot now in force for their time; the number re-checked."""
-    host = Host.objects.filter(pk=host_id).first()
-    if host is None:
+    # the newest snapshot as layouts.host_changed has just placed it (Host.latest_snapshot), in the
+    # same query as the host
+    host = Host.objects.filter(pk=host_id).select_related("latest_snapshot").only(
+        "id", "cluster_id", "hostname", "latest_snapshot__id", "latest_snapshot__collected_at").order_by().first()
+    if host is None or host.latest_snapshot is None:
         return 0
-    latest = Snapshot.objects.filter(host=host).order_by("-collected_at", "-id").values("pk", "collected_at").first()
-    if latest is None:
-        return 0
+    latest = {"pk": host.latest_snapshot.pk, "collected_at": host.latest_snapshot.collected_at}
     short = _short(host.hostname)
     rows = (RunHost.objects.filter(run__cluster_id=host.cluster_id, run__status=Run.Status.DONE)
             .filter(Q(host=host) | Q(host__isnull=True, hostname__iexact=host.hostname)

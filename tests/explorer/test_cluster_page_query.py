@@ -89,3 +89,41 @@ def test_the_nic_cell_counts_a_port_that_is_down(signed_in, lab):
     assert "8x 400 Gb/s IB (1 down), 2x 40 Gb/s Eth (2 down), 2x 100 Gb/s Eth<" in rows["node-c"]
     snap = Host.objects.get(cluster=lab, hostname="node-c").latest_snapshot
     assert snap.nic_models.startswith("8x 400 Gb/s IB (1 down)") and snap.active_nic_count == snap.nic_count - 3
+
+
+def _firmware_update(text: str) -> str:
+    # SYNTHETIC: the same ports after a firmware update (a new snapshot of the same layout)
+    return re.sub(r"Firmware version: \S+", "Firmware version: 28.99.9999", text)
+
+
+def test_a_new_snapshot_of_the_same_layout_recounts_nothing(lab):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    b = Host.objects.get(cluster=lab, hostname="node-b")
+    groups = {g.pk: (g.host_count, g.status, g.position, g.reference_id) for g in LayoutGroup.objects.filter(cluster=lab)}
+    with CaptureQueriesContext(connection) as seen:
+        later = h.snapshot(lab, "node-b", {"nvidia_smi_topo": h.read(h.TOPO),
+                                           "ibstat": _firmware_update(h.read(h.IBSTAT))},
+                           collected_at="2030-01-01T00:00:00Z")
+    b.refresh_from_db()
+    assert later.upload.same_as_id is None and b.latest_snapshot_id == later.pk  # a snapshot of its own
+    assert later.fingerprint == Host.objects.get(cluster=lab, hostname="node-a").latest_snapshot.fingerprint
+    assert not [q for q in seen.captured_queries if q["sql"].startswith('UPDATE "ingest_layoutgroup"')]
+    assert {g.pk: (g.host_count, g.status, g.position, g.reference_id)
+            for g in LayoutGroup.objects.filter(cluster=lab)} == groups
+
+
+def test_a_new_snapshot_of_the_reference_host_moves_the_reference(lab):
+    a, c = (Host.objects.get(cluster=lab, hostname=n) for n in ("node-a", "node-c"))
+    assert c.layout.reference_id == a.latest_snapshot_id  # the norm's first host by name
+    later = h.snapshot(lab, "node-a", {"nvidia_smi_topo": h.read(h.TOPO),
+                                       "ibstat": _firmware_update(h.read(h.IBSTAT))},
+                       collected_at="2030-01-01T00:00:00Z")
+    c.refresh_from_db()
+    assert later.fingerprint == a.latest_snapshot.fingerprint and c.layout.reference_id == later.pk
+    # what a recount from scratch gives
+    placed = {g.pk: (g.host_count, g.status, g.position, g.reference_id) for g in LayoutGroup.objects.filter(cluster=lab)}
+    layouts.refresh_cluster(lab)
+    assert {g.pk: (g.host_count, g.status, g.position, g.reference_id)
+            for g in LayoutGroup.objects.filter(cluster=lab)} == placed
