@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from apps.ingest.models import Cluster, ClusterGrant, Role
@@ -68,14 +69,31 @@ def _grants_of(user) -> Q:
     return Q(user=user) | Q(group__in=user.groups.all())
 
 
+def _granted_roles(user, cluster_id: int) -> list[str]:
+    """The roles of the grants in one cluster that apply to ``user`` (``_grants_of``): the same
+    rows as ``ClusterGrant.objects.filter(_grants_of(user), cluster_id=...)``, written out because
+    every page and API call asks it once and Django took 1.5 of the 1.8 ms to build the query."""
+    q = connection.ops.quote_name
+    grant, member = ClusterGrant._meta, get_user_model().groups.through._meta
+
+    def col(meta, name: str) -> str:
+        return q(meta.get_field(name).column)
+
+    sql = (f"SELECT {col(grant, 'role')} FROM {q(grant.db_table)} WHERE {col(grant, 'cluster')} = %s AND "
+           f"({col(grant, 'user')} = %s OR {col(grant, 'group')} IN (SELECT {col(member, 'group')} FROM "
+           f"{q(member.db_table)} WHERE {col(member, 'user')} = %s))")
+    with connection.cursor() as cur:
+        cur.execute(sql, [cluster_id, user.pk, user.pk])
+        return [row[0] for row in cur.fetchall()]
+
+
 def role_of(user, cluster: Cluster) -> str | None:
     """The person's role in ``cluster``, or None when they may not see it."""
     if user is None or not user.is_authenticated or not user.is_active:
         return None
     if user.is_superuser:
         return ADMIN
-    # no order_by: the best role does not depend on the order (and the ordering would join clusters)
-    roles = ClusterGrant.objects.filter(_grants_of(user), cluster=cluster).order_by().values_list("role", flat=True)
+    roles = _granted_roles(user, cluster.pk)
     best = max((ROLE_RANK[r] for r in roles if r in ROLE_RANK), default=0)
     if cluster.open_to_all_users:
         best = max(best, ROLE_RANK[VIEWER])

@@ -600,16 +600,18 @@ def lldp_neighbors(cluster: Cluster, hosts: Iterable[str], at: datetime | None =
             for host, entries in rows.items()}
 
 
-def path_fabric(cluster_a: Cluster, cluster_b: Cluster, at: datetime | None = None
+def path_fabric(cluster_a: Cluster, cluster_b: Cluster, at: datetime | None = None, *, stored: bool | None = None
                 ) -> tuple[ClusterFabric | None, str | None]:
     """The fabric a path between a host of ``cluster_a`` and one of ``cluster_b`` goes through, in
-    force at ``at``; else None and why (see the module docstring)."""
+    force at ``at``; else None and why (see the module docstring). ``stored`` False: the caller
+    knows the cluster has no readable discovery at all (nothing is looked up)."""
     if cluster_a.pk != cluster_b.pk:
         return None, (f"the hosts are in two clusters ({cluster_a.name}, {cluster_b.name}): no one fabric "
                       "discovery joins them")
-    cf = cluster_fabric(cluster_a, at)
+    cf = cluster_fabric(cluster_a, at) if stored is not False else None
     if cf is None:
-        when = f" taken by {at:%Y-%m-%d %H:%M} UTC" if at is not None and latest_fabric(cluster_a) else ""
+        when = (f" taken by {at:%Y-%m-%d %H:%M} UTC"
+                if stored is not False and at is not None and latest_fabric(cluster_a) else "")
         return None, f"no discovery stored for cluster {cluster_a.name}{when} (send one: agent --fabric)"
     return cf, None
 

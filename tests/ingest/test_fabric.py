@@ -393,3 +393,29 @@ def test_lldp_neighbours_name_each_hosts_switch_without_any_discovery(cluster_wi
     assert "roce-02" not in seen
     others = set(seen["roce-01"]) - {"mlx5_0"}
     assert others and all(not name.startswith("mlx5") for name in others)  # no ibdev2netdev line: interface names
+
+
+def test_a_path_between_roce_hosts_reads_the_switches_their_lldp_names(cluster_with_token, django_user_model):
+    """Through the stored path query: both hosts' LLDP (SYNTHETIC capture and ibdev2netdev line) name
+    the switch their mlx5_0 is cabled to; with one host's LLDP missing the path stays on the rail model."""
+    from apps.ingest import selectors
+
+    cluster, _ = cluster_with_token
+    demo = Path(__file__).resolve().parents[2] / "apps" / "ingest" / "demo" / "captures"
+    sections = {"nvidia_smi_topo": (demo / "topo" / "tpgds_aihub0007_8xh_nv18_12nic_numa_off_clean.txt").read_text(),
+                "ibstat": (demo / "ibstat" / "gpud_h100_8x_cx7_roce400_4x_cx6dx_100_eth_all_active.txt").read_text()}
+    for name in ("roce-01", "roce-02", "roce-03"):
+        host_report(cluster, name, sections)
+    for name in ("roce-01", "roce-02"):
+        fabrics.submit_fabric(cluster=cluster, text=LLDP_JSON.read_text(), via="web", host=name)
+        fabrics.submit_fabric(cluster=cluster, text="mlx5_0 port 1 ==> ens1f0np0 (Up)\n", via="web", host=name,
+                              kind="ibdev2netdev")
+    admin = django_user_model.objects.create_superuser("root", "root@example.org", "pw")
+
+    def fabric_hops(dst: str) -> list[tuple[str, str]]:
+        out = selectors.path_between_refs("alpha/roce-01/GPU0", f"alpha/{dst}/GPU0", admin)
+        assert out["fabric_reason"].startswith("no discovery stored for cluster alpha")
+        return [(h["from"], h["to"]) for h in out["hops"] if h["kind"] == "fabric"]
+
+    assert fabric_hops("roce-02") == [("mlx5_0", "leaf-a01"), ("leaf-a01", "mlx5_0")]
+    assert fabric_hops("roce-03") == [("mlx5_0", "Ethernet rail 0 switch"), ("Ethernet rail 0 switch", "mlx5_0")]
