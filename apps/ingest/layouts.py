@@ -29,7 +29,7 @@ from django.db import transaction
 from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from apps.domain.compare import short_summary
-from apps.explorer import fleet, labels
+from apps.explorer import fleet
 from apps.ingest.models import Cluster, Host, LayoutGroup, Snapshot
 
 NORM, ODD, ALONE, NO_MAJORITY = fleet.NORM, fleet.ODD, fleet.ALONE, fleet.NO_MAJORITY
