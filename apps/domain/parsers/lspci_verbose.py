@@ -257,6 +257,8 @@ HEADER_ONLY_CLASSES = frozenset({
 # function a bridge: a HEADER_ONLY_CLASSES block that has one is read line by line.
 DETAIL_MARKERS = ("LnkCap", "LnkSta", "ACSCtl", "ATSCtl", "Bus: primary=")
 
+_SIGNED_INT_RE = re.compile(r"-?[0-9]+")  # NUMA node / IOMMU group values ("-1": no NUMA affinity)
+
 # A line that starts in column 0 (a header, or noise): where a device block can start.
 _COLUMN0_RE = re.compile(r"\n([^\t \n][^\n]*)")
 
@@ -665,7 +667,7 @@ class _Parse:
         """``NUMA node:`` or ``IOMMU group:`` (the line at offset ``at``): the first number is kept, a
         different second one warned about."""
         field = "numa_node" if key == "NUMA node" else "iommu_group"
-        if rest.lstrip("-").isdigit() and rest.isascii():
+        if _SIGNED_INT_RE.fullmatch(rest):
             n = int(rest)
             if dev[field] is not None:
                 if dev[field] != n:
@@ -675,6 +677,9 @@ class _Parse:
                     )
                 return
             dev[field] = None if n < 0 else n
+        elif rest:
+            self.warnings.append(f"line {self._line(at)}: '{key}: {rest[:40]}' of {dev['bdf']} is not a number; "
+                                 "left unknown")
 
     def _orphan_lines(self, start: int, b: int) -> None:
         """Note the link/status lines in [start, b) of the segment being read: they have no device."""

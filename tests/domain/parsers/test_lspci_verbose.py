@@ -169,6 +169,15 @@ def test_duplicate_block_and_unknown_speed():
     assert len(r.devices) == 1 and "already listed at line 1" in r.warnings[0]
 
 
+def test_a_numa_node_that_is_not_a_number_is_left_unknown_with_the_line_named():
+    # SYNTHETIC: a mangled "NUMA node: --1" (a hand-edited paste) and the kernel's "-1" (no affinity)
+    text = ("01:00.0 3D controller: NVIDIA Corporation Device 2330\n\tNUMA node: --1\n\tIOMMU group: 7\n\n"
+            "02:00.0 3D controller: NVIDIA Corporation Device 2330\n\tNUMA node: -1\n")
+    r = lspci_verbose.parse(text)
+    assert [(d.numa_node, d.iommu_group) for d in r.devices] == [(None, 7), (None, None)]
+    assert list(r.warnings) == ["line 2: 'NUMA node: --1' of 0000:01:00.0 is not a number; left unknown"]
+
+
 @pytest.mark.parametrize(
     "text,line_no,reason",
     [
