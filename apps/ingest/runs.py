@@ -58,7 +58,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from apps.domain.errors import ParseError, UnknownKindError
@@ -353,9 +353,12 @@ def recheck_after_snapshot(host_id: int) -> int:
     the snapshot now in force for their time; the number re-checked."""
     # the newest snapshot as layouts.host_changed has just placed it (Host.latest_snapshot), in the
     # same query as the host
-    host = Host.objects.filter(pk=host_id).select_related("latest_snapshot").only(
-        "id", "cluster_id", "hostname", "latest_snapshot__id", "latest_snapshot__collected_at").order_by().first()
-    if host is None or host.latest_snapshot is None:
+    # has_runs: most clusters have no checked run, and then no run to look for (one query, not two)
+    host = (Host.objects.filter(pk=host_id).select_related("latest_snapshot")
+            .only("id", "cluster_id", "hostname", "latest_snapshot__id", "latest_snapshot__collected_at")
+            .annotate(has_runs=Exists(Run.objects.filter(cluster_id=OuterRef("cluster_id"), status=Run.Status.DONE)))
+            .order_by().first())
+    if host is None or host.latest_snapshot is None or not host.has_runs:
         return 0
     latest = {"pk": host.latest_snapshot.pk, "collected_at": host.latest_snapshot.collected_at}
     short = _short(host.hostname)
