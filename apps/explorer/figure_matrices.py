@@ -216,7 +216,7 @@ def nic_matrix_spec(doc: Mapping, height: int | None = None) -> dict:
             hv += "<br>NCCL picks this NIC for this GPU" + (
                 f" (PXN via {esc(pick['pxn_via'])})" if pick.get("pxn_via") else "")
         cells[(gi[c["gpu"]], ni[c["nic"]])] = (key, label, value, hv)
-    legend = "bold = the NIC NCCL picks; GDR = GPUDirect RDMA"
+    legend = "bold = the NIC(s) NCCL picks for the GPU; GDR = GPUDirect RDMA"
     if len(nics) > MAX_COLUMNS and len(nics) > len(gpus):
         # more NICs than fit side by side in the card at 12 px ("NODE" cells would run into each other):
         # one row per NIC instead

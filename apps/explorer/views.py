@@ -94,6 +94,7 @@ def cluster(request: HttpRequest, cluster: str) -> HttpResponse:
 
 
 HOST_HISTORY = 100  # snapshots in the host page's picker
+WIDE_DRAWING_DEVICES = 10  # GPUs + NICs above which the host drawing takes the page's whole width
 
 
 def _pending_upload(h: Host, upload_id: int | None) -> Upload | None:
@@ -123,6 +124,8 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
         "fig_host": figures.host_figure_json(doc),
+        # more devices than a 3/5-wide card draws legibly at 1366 px: the drawing takes the whole row
+        "wide_drawing": len(doc.get("gpus") or []) + len(doc.get("nics") or []) > WIDE_DRAWING_DEVICES,
         # no chart without a cell to draw: the template says why instead
         "fig_gpu": figures.gpu_matrix_figure_json(doc) if doc.get("gpu_pairs") else None,
         "fig_nic": figures.nic_matrix_figure_json(doc) if doc.get("gpu_nic_matrix") else None,

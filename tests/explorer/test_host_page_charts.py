@@ -75,3 +75,12 @@ def test_capacity_opens_on_the_layouts_with_most_data_and_a_verdict(signed_in):
     verdict = body[body.index('id="capacity-verdict"'):]
     verdict = verdict[:verdict.index("</p>")]
     assert "at 64 nodes" in verdict and "node-a" in verdict and "node-c" in verdict
+
+
+def test_a_host_with_many_devices_gets_the_whole_width_for_its_drawing(signed_in):
+    h.standard_host(h.cluster(), "node-a")  # 8 GPUs and 12 NICs
+    h.snapshot(h.cluster(), "p4d", {"nvidia_smi_topo": h.read(P4D)})  # 8 GPUs, no NIC
+    wide = signed_in.get(reverse("explorer:host", args=["lab", "node-a"])).content.decode()
+    narrow = signed_in.get(reverse("explorer:host", args=["lab", "p4d"])).content.decode()
+    assert '<div class="grid2 wide" id="host-figures">' in wide
+    assert '<div class="grid2" id="host-figures">' in narrow
