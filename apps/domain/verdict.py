@@ -101,8 +101,9 @@ def _nic_port_gbs(doc: Mapping, nic: str | None) -> float | None:
 
 
 def gpu_rows(doc: Mapping) -> list[dict]:
-    """Per GPU with a NIC: {"gpu", "nic", "nics", "share", "gdr" (gdr_pxn), "path_gbs",
-    "port_gbs", "effective_gbs", "limit"} in GPU order; ``limit`` says what sets effective_gbs."""
+    """Per GPU with a NIC: {"gpu", "nic", "nics", "also", "share", "gdr" (gdr_pxn), "path_gbs",
+    "port_gbs", "effective_gbs", "limit"} in GPU order; ``limit`` says what sets effective_gbs;
+    ``also``: the other NICs the GPU's channels use (``nics`` without ``nic``, which channel 0 uses)."""
     rows = []
     for e in sorted(doc.get("gpu_nic") or [], key=lambda x: natural_key(x["gpu"])):
         g = gdr_pxn(e)
@@ -120,7 +121,8 @@ def gpu_rows(doc: Mapping) -> list[dict]:
             words = "host-memory staging (GDR off)" if g["state"] == "off" or not g["recv_gdr"] else "PCIe path"
         else:
             words = "rate unknown"
-        rows.append({"gpu": e["gpu"], "nic": e.get("nic"), "nics": list(e.get("nics") or [e.get("nic")]),
+        nics = list(e.get("nics") or [e.get("nic")])
+        rows.append({"gpu": e["gpu"], "nic": e.get("nic"), "nics": nics, "also": [n for n in nics if n != e.get("nic")],
                      "share": share, "gdr": g, "path_gbs": path, "port_gbs": port,
                      "effective_gbs": round(eff, 2) if eff is not None else None, "limit": words})
     return rows

@@ -32,11 +32,21 @@ def test_domain_verdict_counts_sharing_and_holds_back_nic_advice():
     assert rows["GPU0"]["share"] == 6 and rows["GPU0"]["effective_gbs"] == pytest.approx(46.5 / 6, abs=0.01)
     assert rows["GPU4"]["effective_gbs"] == pytest.approx(46.5)
     assert rows["GPU1"]["gdr"]["state"] == "pxn" and rows["GPU1"]["gdr"]["pxn_via"] == "GPU0"
+    # the NICs the GPU's other channels use, as the GPU x NIC matrix marks them
+    assert rows["GPU1"]["also"] == ["mlx5_3", "mlx5_4", "mlx5_5"] and rows["GPU0"]["also"] == []
     assert [d["nic"] for d in v["ports_down"]] == ["mlx5_2", "mlx5_7", "mlx5_8"]
     assert v["conflict"] and not v["conflict"]["resolved"] and "mlx5_6" in v["conflict"]["nics"]
     assert "NCCL_IB_HCA" in [s["name"] for s in v["advice"]["held_settings"]]
     assert "NCCL_IB_HCA" not in [s["name"] for s in v["advice"]["settings"]]
     assert v["busbw"]["one"]["nodes"] == 1 and v["busbw"]["multi"]["nodes"] > 1
+
+
+def test_the_verdict_names_the_nics_a_gpus_other_channels_use(signed_in):
+    h.snapshot(h.cluster(), "della", synthetic_disagreeing_pair())
+    body = signed_in.get(reverse("explorer:host", args=["lab", "della"])).content.decode()
+    table = body[body.index('id="verdict-gpus"'):body.index("</table>", body.index('id="verdict-gpus"'))]
+    row = table[table.index("<td>GPU1</td>"):table.index("</tr>", table.index("<td>GPU1</td>"))]
+    assert "mlx5_0" in row and "+ mlx5_3, mlx5_4, mlx5_5</span>" in row
 
 
 def test_overrides_rederive_roles_and_resolve_the_banner():
