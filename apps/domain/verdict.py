@@ -276,13 +276,20 @@ def path_sentence(result: Mapping) -> str | None:
     flows = int(h.get("flows") or 1)
     kind = h.get("kind") or ""
     where = f"{h.get('from')} -> {h.get('to')}" + (f" on {h['host']}" if h.get("host") else "")
-    text = f"Limited by the {kind.replace('_', ' ')} link {where} at {gbs:g} GB/s per direction"
+    noun = kind.replace("_", " ")
+    text = f"Limited by the {noun}{'' if noun.endswith('link') else ' link'} {where} at {gbs:g} GB/s per direction"
     if flows > 1:
         text += f", which {flows} flows share ({gbs / flows:.1f} GB/s each when all run at once)"
     change = _CHANGE.get(kind, "nothing obvious: the path runs at its narrowest link")
-    if not result.get("same_host") and (result.get("gdr_src") is False or result.get("gdr_dst") is False) \
-            and kind != "host_memory_copy":
-        change += "; GPUDirect RDMA is off at one end (see below)"
+    fabric = [i for i, x in enumerate(hops) if x.get("kind") in ("fabric", "fabric_link")]
+    if fabric and idx in (fabric[0], fabric[-1]):  # a NIC's own port, not a link between switches
+        change = ("nothing between the switches: a GPU's traffic to another node runs at its NIC port's line rate; "
+                  "more needs more NIC ports or faster ones (a port trained below its rate is F02 on the host page)")
+    if not result.get("same_host") and kind != "host_memory_copy":
+        off = [f"{result.get(end) or end} ({words})" for end, flag, words in
+               (("src", "gdr_src", "sending"), ("dst", "gdr_dst", "receiving")) if result.get(flag) is False]
+        if off:
+            change += f"; GPUDirect RDMA is off at {' and '.join(off)}: its data is staged in host memory (see below)"
     return f"{text}. To change: {change}."
 
 

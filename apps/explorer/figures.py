@@ -474,6 +474,9 @@ def _switch_points(path: Mapping) -> dict[str, Mapping]:
     return {e["node"]: e for e in path.get("fabric_hops") or [] if e.get("kind") == "switch" and e.get("node")}
 
 
+CROWDED_HOPS = 12  # hops above which a path drawing staggers its hop labels
+
+
 def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) -> dict:
     """The hops of ``path_between`` as a horizontal chain: width and colour by GB/s per direction,
     each hop labelled with its link and bandwidth, the bottleneck marked, hosts outlined.
@@ -520,15 +523,20 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
                          line=dict(color=band[1], width=width), showlegend=False, name=f"hop {i + 1}",
                          meta="bottleneck" if is_bn else "hop"))
         star = "*" if h.get("assumed") else ""
-        annotations.append(dict(x=i + 0.5, y=0, yshift=18, showarrow=False, font=dict(size=12),
+        # a long chain leaves each hop less room than its label (a cable bundle's is wider still): every
+        # other label a line higher, so neighbours never overlap; "bottleneck" under its box, below the
+        # devices' names
+        lift = 28 if i % 2 and (kind == "fabric_link" or len(hops) > CROWDED_HOPS) else 0
+        annotations.append(dict(x=i + 0.5, y=0, yshift=18 + lift, showarrow=False, font=dict(size=12),
                                 text=f"{esc(label)}<br><b>{_fmt(gbs)} GB/s{star}</b>"))
         if is_bn:
-            annotations.append(dict(x=i + 0.5, y=0, yshift=-30, showarrow=False,
+            annotations.append(dict(x=i + 0.5, y=-0.5, yanchor="top", yshift=-2, showarrow=False,
                                     text="<b>bottleneck</b>", font=dict(color="#c92a2a", size=12)))
             shapes.append(dict(type="rect", x0=i + 0.05, x1=i + 0.95, y0=-0.5, y1=0.5,
                                line=dict(color="#c92a2a", width=2, dash="dot")))
     style = {**KIND_STYLE, **FABRIC_STYLE}
-    xs_by: dict[str, list] = defaultdict(list)
+    xs_by: dict[str, list] = defaultdict(list)  # kind -> (index, name, hover, drawn a line lower)
+    n_switches = 0
     for i, (name, host, nid) in enumerate(points):
         kind = _hop_kind_of(nid or name, host, kinds)
         sw = switches.get(nid) if host is None else None
@@ -537,16 +545,19 @@ def path_spec(path: Mapping, docs: Iterable[Mapping] = (), height: int = 300) ->
             kind = f"fabric:{tier}" if f"fabric:{tier}" in style else "fabric:other"
             more = f"<br>1 of {sw['choices']} equal-cost {esc(tier or 'switch')}es here" if (sw.get("choices") or 1) > 1 \
                 else ""
-            xs_by[kind].append((i, short_name(name), f"{esc(tier or 'switch')} {esc(name)}{more}"))
+            # switch names are wider than a hop: every other one a line lower
+            xs_by[kind].append((i, short_name(name), f"{esc(tier or 'switch')} {esc(name)}{more}", n_switches % 2 == 1))
+            n_switches += 1
             continue
         if kind not in style:
             kind = "other"
-        xs_by[kind].append((i, name, f"{esc(host) + ': ' if host else ''}{esc(name)}"))
+        xs_by[kind].append((i, name, f"{esc(host) + ': ' if host else ''}{esc(name)}", False))
     for kind, items in xs_by.items():
         symbol, size, colour, label = style[kind]
-        data.append(dict(type="scatter", mode="markers+text", x=[i for i, _, _ in items], y=[0] * len(items),
-                         text=[esc(n).replace(" (", "<br>(") for _, n, _ in items], textposition="bottom center",
-                         textfont=dict(size=12.5), hovertext=[t for _, _, t in items], hoverinfo="text",
+        data.append(dict(type="scatter", mode="markers+text", x=[i for i, *_ in items], y=[0] * len(items),
+                         text=[("<br>" if lower else "") + esc(n).replace(" (", "<br>(") for _, n, _, lower in items],
+                         textposition="bottom center",
+                         textfont=dict(size=12.5), hovertext=[t for _, _, t, _ in items], hoverinfo="text",
                          marker=dict(symbol=symbol, size=size, color=colour, line=dict(width=1, color="#fff")),
                          name=label))
     # host bands, and the fabric's between them

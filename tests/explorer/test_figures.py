@@ -93,6 +93,20 @@ def test_path_marks_one_bottleneck_and_both_hosts(doc):
     assert hosts == ["<b>n1</b>", "<b>n2</b>"]
 
 
+def test_a_long_path_staggers_its_hop_labels_and_keeps_the_bottleneck_word_under_its_box():
+    """A synthetic chain of 14 PCIe hops (more than CROWDED_HOPS): neighbouring labels sit at two heights."""
+    hops = [{"from": f"d{i}", "to": f"d{i + 1}", "kind": "pcie", "expected_gbs": 20.0 + i, "spec_gbs": 32.0,
+             "flows": 1, "host": "n1", "from_id": f"d{i}", "to_id": f"d{i + 1}"} for i in range(14)]
+    spec = figures.path_spec({"hops": hops, "bottleneck": 0, "bottleneck_gbs": 20.0})
+    labels = [a for a in spec["layout"]["annotations"] if "GB/s" in (a.get("text") or "")]
+    assert len(labels) == 14 > figures.CROWDED_HOPS
+    assert [a["yshift"] for a in labels[:4]] == [18, 46, 18, 46]
+    [word] = [a for a in spec["layout"]["annotations"] if "bottleneck" in (a.get("text") or "")]
+    assert (word["x"], word["y"], word["yanchor"]) == (0.5, -0.5, "top")  # under the dotted box, not on a label
+    few = figures.path_spec({"hops": hops[:3], "bottleneck": 0, "bottleneck_gbs": 20.0})
+    assert {a["yshift"] for a in few["layout"]["annotations"] if "GB/s" in (a.get("text") or "")} == {18}
+
+
 def test_capacity_has_a_log2_node_axis_and_one_line_per_layout(doc):
     fig = figures.capacity_figure([("A", doc), ("B", doc)])
     assert len(fig.data) == 2 and fig.layout.xaxis.type == "log"

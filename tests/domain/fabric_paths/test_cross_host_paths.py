@@ -93,6 +93,26 @@ def test_the_fabric_is_the_bottleneck_when_its_cut_is_narrower():
     assert "over its 2 equal-cost bundles together" in p["explanation"]
 
 
+def test_the_path_sentence_says_what_to_change_where_the_path_is_limited():
+    """SYNTHETIC fabrics: the spines' 1X cables (a leaf -> spine link limits: the fabric is to check) and
+    4X NDR everywhere (the NIC's own port limits: nothing between the switches to fix)."""
+    from apps.domain.verdict import path_sentence
+
+    narrow = FabricView.build(fabric.build_fabric(two_leaves(uplink_width="1X", cables=1)))
+    text = path_sentence(path_between(nic_doc("n1"), "GPU0", nic_doc("n3"), "GPU0", fabric=narrow))
+    assert text.startswith("Limited by the fabric link leaf1 -> spine")
+    assert "To change: check the fabric between the two leaves (cables, rails)." in text
+    full = FabricView.build(fabric.build_fabric(two_leaves()))
+    text = path_sentence(path_between(nic_doc("n1"), "GPU0", nic_doc("n3"), "GPU0", fabric=full))
+    assert text.startswith("Limited by the fabric link mlx5_0 -> leaf1 at ") and "link link" not in text
+    assert "To change: nothing between the switches: a GPU's traffic to another node runs at its NIC port's" in text
+    no_gdr = nic_doc("n3")
+    no_gdr["gpu_nic"][0] = {**no_gdr["gpu_nic"][0], "gdr": False, "path_class": "SYS"}
+    text = path_sentence(path_between(nic_doc("n1"), "GPU0", no_gdr, "GPU0", fabric=full))
+    assert text.endswith("; GPUDirect RDMA is off at n3/GPU0 (receiving): its data is staged in host memory "
+                         "(see below).")
+
+
 def test_same_leaf_nics_turn_on_the_leaf():
     view = FabricView.build(fabric.build_fabric(two_leaves()))
     p = path_between(nic_doc("n1"), "GPU0", nic_doc("n2"), "GPU0", fabric=view)
