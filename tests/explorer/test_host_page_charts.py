@@ -48,7 +48,7 @@ def test_cluster_compare_opens_on_the_last_change(signed_in):
                collected_at="2025-02-01T00:00:00Z")
     body = signed_in.get(reverse("explorer:cluster-compare", args=["lab"])).content.decode()
     assert 'name="a" value="2025-01-10T08:30:15"' in body
-    assert "before = 2025-01-10 08:30:15 UTC" in body and "node-a" in body
+    assert "Showing the last change: node-a's snapshot" in body and "Before = 2025-01-10 08:30:15 UTC" in body
     assert "mlx5_0: port Active, 400 Gb/s -&gt; Down" in body  # the change itself is listed
 
 
