@@ -263,9 +263,10 @@ def _snapshot_of_ref(ref: str, user, views: dict, *, document: bool,
         if snapshot is None or not may_view(snapshot.host.cluster):
             raise RefError(f"{ref!r}: no snapshot {head}", status=404)
         return snapshot, gpu
-    cluster_name, _, hostname = head.partition("/")
-    if not hostname or "/" in hostname:
+    named = _host_of_ref(ref)
+    if named is None:
         raise RefError(f"{ref!r}: expected <snapshot id>/GPU<i> or <cluster>/<host>/GPU<i>")
+    cluster_name, hostname = named
     if hosts is not None:
         host = hosts.get((cluster_name, hostname))
     else:
