@@ -20,8 +20,17 @@ INFO ones are notes, not losses. The models, each following what NCCL does (doma
         GPU's PCIe bandwidth (its host and GPUDirect traffic), that GPU alone.
 ``N01`` a GPU with fewer NVLinks than its peers: 1 - links / the host's most, of NVLink
         bandwidth; every ring of the node goes through that GPU, so every GPU of the node.
+``G01`` a NIC too far for GPUDirect RDMA: the host page's per-GPU figure (``verdict.gpu_rows``:
+        the GPU's share of its NIC port, or less when the path staged in host memory is narrower,
+        NCCL's path model) against its share of the port: 1 - figure / share, averaged over the
+        GPUs named, of their network bandwidth. Where the port, not the staging path, is the limit
+        the model loses nothing (the problem costs 0: latency and CPU copies, not bandwidth).
+``G05`` GPUs sharing one NIC: the same per-GPU figure against a port of the GPU's own: 1 - figure
+        / port, averaged over the GPUs named (8 GPUs on one port: 7/8 each).
+        G01 and G05 read ``gpu_nic``; a document without it (or without the port's rate) falls back
+        to the severity below.
 other   rules with no bandwidth model (a fallback to sockets, an SM missing, mixed link layers, GDR
-        off, pairs through the CPU...): a fraction by severity (CRIT 1, HIGH 1/2, MED 1/4) of the
+        kernel support missing, pairs through the CPU...): a fraction by severity (CRIT 1, HIGH 1/2, MED 1/4) of the
         bandwidth of the GPUs the finding names (every GPU of the host when it names none),
         marked ``estimated`` so the page says the figure comes from the severity.
 """
@@ -32,11 +41,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from apps.domain import verdict
+
 PROBLEM_SEVERITIES = ("CRIT", "HIGH", "MED")
 SEVERITY_FRACTION = {"CRIT": 1.0, "HIGH": 0.5, "MED": 0.25}
 SEVERITY_RANK = {s: i for i, s in enumerate(PROBLEM_SEVERITIES)}
 INTER_NODE, PCIE, NVLINK, BANDWIDTH = "inter-node bandwidth", "PCIe bandwidth", "NVLink bandwidth", "bandwidth"
+NETWORK = "network bandwidth"  # a GPU's share of its NIC port (G01)
 LINK_RULES = frozenset({"P06", "N01"})  # the rules whose model reads the host graph's edges
+GDR_RULES = frozenset({"G01", "G05"})  # the rules whose model reads the document's gpu_nic and nics
 NON_COMPUTE_ROLES = frozenset({"storage", "management"})
 NO_COST: dict = {}  # a finding that takes no GPU bandwidth (a storage port down): not a problem here
 
@@ -46,11 +59,16 @@ def needs_edges(findings: Iterable[Mapping]) -> bool:
     return any(f.get("rule") in LINK_RULES and f.get("severity") in PROBLEM_SEVERITIES for f in findings)
 
 
+def needs_gpu_nic(findings: Iterable[Mapping]) -> bool:
+    """Whether ``host_problems`` needs the document's ``gpu_nic`` for these findings."""
+    return any(f.get("rule") in GDR_RULES and f.get("severity") in PROBLEM_SEVERITIES for f in findings)
+
+
 def host_problems(doc: Mapping[str, Any], nic_roles: Mapping[str, Mapping] | None = None) -> list[dict]:
     """The problems of one snapshot, costliest first.
 
-    ``doc``: the parts of a snapshot document this reads (``findings``, ``nics``, ``summary`` and,
-    when ``needs_edges``, ``graph.edges``); ``nic_roles``: ``Snapshot.nic_roles`` (a user's word on
+    ``doc``: the parts of a snapshot document this reads (``findings``, ``nics``, ``summary``, and
+    ``graph.edges`` when ``needs_edges``, ``gpu_nic`` when ``needs_gpu_nic``); ``nic_roles``: ``Snapshot.nic_roles`` (a user's word on
     what a NIC carries wins over the engine's ``compute`` flag). Each problem is ``{"rule",
     "severity", "title", "devices", "what", "fraction", "of", "gpus", "cost", "estimated"}``:
     ``what`` names the problem without device names, so equal problems of several hosts group."""
@@ -65,9 +83,12 @@ def host_problems(doc: Mapping[str, Any], nic_roles: Mapping[str, Mapping] | Non
         worst = min(ports_down, key=lambda f: SEVERITY_RANK[f["severity"]])
         merged = {**worst, "devices": [d for f in ports_down for d in f.get("devices") or []]}
         findings = [f for f in findings if f.get("rule") != "F01"] + [merged]
+    rows = verdict.gpu_rows(doc) if doc.get("gpu_nic") and needs_gpu_nic(findings) else []
     out: dict[tuple, dict] = {}
     for f in findings:
         p = _modelled(f, compute, edges, gpu_count)
+        if p is None:
+            p = _nic_modelled(f, rows)
         if p is None:
             p = _by_severity(f, doc, gpu_count)
         if p is NO_COST:
@@ -125,6 +146,29 @@ def _modelled(f: Mapping, compute: list[Mapping], edges: Sequence, gpu_count: in
             return _problem(f, f"a GPU with {e['links']} of {max(links)} NVLinks", 1 - e["links"] / max(links),
                             NVLINK, gpu_count)
     return None
+
+
+def _nic_modelled(f: Mapping, rows: list[dict]) -> dict | None:
+    """G01 and G05 by the host page's per-GPU figures (module docstring); None without them."""
+    if f.get("rule") not in GDR_RULES:
+        return None
+    devices = {str(d) for d in f.get("devices") or []}
+    mine = [r for r in rows if r["gpu"] in devices and r["effective_gbs"] is not None and r["port_gbs"]]
+    if not mine:
+        return None
+    low = min(mine, key=lambda r: r["effective_gbs"])
+    if f["rule"] == "G05":
+        lost = [1 - r["effective_gbs"] / r["port_gbs"] for r in mine]
+        return _problem(f, f"GPUs sharing a NIC: {_fmt(low['effective_gbs'])} GB/s each of the port's "
+                           f"{_fmt(low['port_gbs'])} GB/s", sum(lost) / len(lost), NETWORK, len(mine))
+    # effective_gbs is rounded to 0.01 GB/s: within that of the share, the port is the limit
+    lost = [0.0 if r["effective_gbs"] >= r["port_gbs"] / r["share"] - 0.005
+            else 1 - r["effective_gbs"] / (r["port_gbs"] / r["share"]) for r in mine]
+    if max(lost) == 0.0:
+        return _problem(f, "GDR off, staged in host memory: no bandwidth lost, the NIC port is the limit", 0.0,
+                        NETWORK, len(mine))
+    return _problem(f, f"GDR off, staged in host memory at {_fmt(low['effective_gbs'])} of "
+                       f"{_fmt(round(low['port_gbs'] / low['share'], 2))} GB/s", sum(lost) / len(lost), NETWORK, len(mine))
 
 
 def _by_severity(f: Mapping, doc: Mapping, gpu_count: int) -> dict:

@@ -69,6 +69,9 @@ def snapshot_problems(rows: list[tuple[int, object]]) -> dict[int, list[dict]]:
         edges = [pk for pk, d in parts.items() if problem_cost.needs_edges(d["findings"])]
         for pk, e in Snapshot.objects.filter(pk__in=edges).values_list("pk", "document__graph__edges"):
             parts[pk]["graph"] = {"edges": e or []}
+        nets = [pk for pk, d in parts.items() if problem_cost.needs_gpu_nic(d["findings"])]
+        for pk, g in Snapshot.objects.filter(pk__in=nets).values_list("pk", "document__gpu_nic"):
+            parts[pk]["gpu_nic"] = g or []
         for pk, d in parts.items():
             problems = problem_cost.host_problems(d, d.pop("roles"))
             out[pk] = problems

@@ -111,6 +111,30 @@ def test_rules_without_a_model_are_estimated_from_severity_on_the_gpus_they_name
     assert "(estimated from its severity)" in pc.problem_sentence(g01)
 
 
+def test_gdr_off_costs_what_the_host_pages_per_gpu_figure_loses():
+    """G01 by the verdict's per-GPU GB/s (one model on every page): the real P40 box's 8 GPUs share
+    its one NIC, here a SYNTHETIC 100 Gb/s port, so the port, not the host-memory staging, limits
+    each GPU (1.45 GB/s, the figure the host page shows): GDR off loses no bandwidth there. A
+    SYNTHETIC GPU whose staging path (10 GB/s) is narrower than its port (46.5) loses 1 - 10 / 46.5."""
+    from apps.domain.verdict import gpu_rows
+    from tests.domain.engine.test_honest_contention import P40, P40_IBSTAT_100G
+
+    doc = analyze_host({"nvidia_smi_topo": P40.read_text(), "ibstat": P40_IBSTAT_100G}, "p40").doc
+    assert {r["effective_gbs"] for r in gpu_rows(doc)} == {1.45}
+    g01 = by_rule(pc.host_problems(doc), "G01")
+    assert (g01["fraction"], g01["cost"], g01["gpus"], g01["estimated"]) == (0.0, 0.0, 8, False)
+    assert pc.problem_sentence(g01).startswith("GDR off, staged in host memory: no bandwidth lost")
+    g05 = by_rule(pc.host_problems(doc), "G05")  # what the sharing takes: 7/8 of a port each
+    assert g05["fraction"] == pytest.approx(1 - 1.45 / 11.625, abs=1e-3) and g05["gpus"] == 8
+    assert g05["what"] == "GPUs sharing a NIC: 1.45 GB/s each of the port's 11.625 GB/s"
+    one = {"findings": [f("G01", "HIGH", ["GPU0", "mlx5_0"])], "summary": {"gpu_count": 8},
+           "nics": [{"name": "mlx5_0", "rate_gbps": 400.0, "compute": True, "active": True}],
+           "gpu_nic": [{"gpu": "GPU0", "nic": "mlx5_0", "gdr": False, "bandwidth_gbs": 10.0, "nic_share": 1}]}
+    p = by_rule(pc.host_problems(one), "G01")
+    assert p["fraction"] == pytest.approx(1 - 10 / 46.5, abs=1e-4) and p["gpus"] == 1 and not p["estimated"]
+    assert p["what"] == "GDR off, staged in host memory at 10 of 46.5 GB/s"
+
+
 def test_the_fleet_ranking_sums_equal_problems_over_hosts():
     nics = [dict(n) for n in RAILS]
     nics[6]["active"] = False
