@@ -351,9 +351,9 @@ def _store_result(run: Run, result: dict, links: list[tuple[str, Host | None, Sn
 def recheck_after_snapshot(host_id: int) -> int:
     """Re-check the runs naming this host that had no layout for it, or whose layout is older than
     the snapshot now in force for their time; the number re-checked."""
-    # the newest snapshot as layouts.host_changed has just placed it (Host.latest_snapshot), in the
-    # same query as the host
-    # has_runs: most clusters have no checked run, and then no run to look for (one query, not two)
+    # One query: the host, its newest snapshot as layouts.host_changed has just placed it
+    # (Host.latest_snapshot), and whether its cluster has a checked run at all (most have none,
+    # and then there is no run to look for)
     host = (Host.objects.filter(pk=host_id).select_related("latest_snapshot")
             .only("id", "cluster_id", "hostname", "latest_snapshot__id", "latest_snapshot__collected_at")
             .annotate(has_runs=Exists(Run.objects.filter(cluster_id=OuterRef("cluster_id"), status=Run.Status.DONE)))
