@@ -47,9 +47,9 @@ PROBLEM_SEVERITIES = ("CRIT", "HIGH", "MED")
 SEVERITY_FRACTION = {"CRIT": 1.0, "HIGH": 0.5, "MED": 0.25}
 SEVERITY_RANK = {s: i for i, s in enumerate(PROBLEM_SEVERITIES)}
 INTER_NODE, PCIE, NVLINK, BANDWIDTH = "inter-node bandwidth", "PCIe bandwidth", "NVLink bandwidth", "bandwidth"
-NETWORK = "network bandwidth"  # a GPU's share of its NIC port (G01)
+NETWORK = "network bandwidth"  # a GPU's bandwidth through its NIC port (G01, G05)
 LINK_RULES = frozenset({"P06", "N01"})  # the rules whose model reads the host graph's edges
-GDR_RULES = frozenset({"G01", "G05"})  # the rules whose model reads the document's gpu_nic and nics
+NIC_RULES = frozenset({"G01", "G05"})  # the rules whose model reads the document's gpu_nic and nics
 NON_COMPUTE_ROLES = frozenset({"storage", "management"})
 NO_COST: dict = {}  # a finding that takes no GPU bandwidth (a storage port down): not a problem here
 
@@ -61,7 +61,7 @@ def needs_edges(findings: Iterable[Mapping]) -> bool:
 
 def needs_gpu_nic(findings: Iterable[Mapping]) -> bool:
     """Whether ``host_problems`` needs the document's ``gpu_nic`` for these findings."""
-    return any(f.get("rule") in GDR_RULES and f.get("severity") in PROBLEM_SEVERITIES for f in findings)
+    return any(f.get("rule") in NIC_RULES and f.get("severity") in PROBLEM_SEVERITIES for f in findings)
 
 
 def host_problems(doc: Mapping[str, Any], nic_roles: Mapping[str, Mapping] | None = None) -> list[dict]:
@@ -150,7 +150,7 @@ def _modelled(f: Mapping, compute: list[Mapping], edges: Sequence, gpu_count: in
 
 def _nic_modelled(f: Mapping, rows: list[dict]) -> dict | None:
     """G01 and G05 by the host page's per-GPU figures (module docstring); None without them."""
-    if f.get("rule") not in GDR_RULES:
+    if f.get("rule") not in NIC_RULES:
         return None
     devices = {str(d) for d in f.get("devices") or []}
     mine = [r for r in rows if r["gpu"] in devices and r["effective_gbs"] is not None and r["port_gbs"]]
@@ -161,14 +161,12 @@ def _nic_modelled(f: Mapping, rows: list[dict]) -> dict | None:
         lost = [1 - r["effective_gbs"] / r["port_gbs"] for r in mine]
         return _problem(f, f"GPUs sharing a NIC: {_fmt(low['effective_gbs'])} GB/s each of the port's "
                            f"{_fmt(low['port_gbs'])} GB/s", sum(lost) / len(lost), NETWORK, len(mine))
-    # effective_gbs is rounded to 0.01 GB/s: within that of the share, the port is the limit
-    lost = [0.0 if r["effective_gbs"] >= r["port_gbs"] / r["share"] - 0.005
-            else 1 - r["effective_gbs"] / (r["port_gbs"] / r["share"]) for r in mine]
+    lost = [1 - r["path_gbs"] / r["share_gbs"] if r["limited_by"] == "path" else 0.0 for r in mine]
     if max(lost) == 0.0:
         return _problem(f, "GDR off, staged in host memory: no bandwidth lost, the NIC port is the limit", 0.0,
                         NETWORK, len(mine))
     return _problem(f, f"GDR off, staged in host memory at {_fmt(low['effective_gbs'])} of "
-                       f"{_fmt(round(low['port_gbs'] / low['share'], 2))} GB/s", sum(lost) / len(lost), NETWORK, len(mine))
+                       f"{_fmt(round(low['share_gbs'], 2))} GB/s", sum(lost) / len(lost), NETWORK, len(mine))
 
 
 def _by_severity(f: Mapping, doc: Mapping, gpu_count: int) -> dict:

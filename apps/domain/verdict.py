@@ -102,8 +102,11 @@ def _nic_port_gbs(doc: Mapping, nic: str | None) -> float | None:
 
 def gpu_rows(doc: Mapping) -> list[dict]:
     """Per GPU with a NIC: {"gpu", "nic", "nics", "also", "share", "gdr" (gdr_pxn), "path_gbs",
-    "port_gbs", "effective_gbs", "limit"} in GPU order; ``limit`` says what sets effective_gbs;
-    ``also``: the other NICs the GPU's channels use (``nics`` without ``nic``, which channel 0 uses)."""
+    "port_gbs", "share_gbs", "effective_gbs", "limited_by", "limit"} in GPU order; ``share_gbs``
+    the GPU's share of its NIC port (port / share); ``effective_gbs`` the smaller of that and the
+    path (rounded to 0.01); ``limited_by`` which of the two sets it ("nic", "path" or None) and
+    ``limit`` in words; ``also``: the other NICs the GPU's channels use (``nics`` without ``nic``,
+    which channel 0 uses)."""
     rows = []
     for e in sorted(doc.get("gpu_nic") or [], key=lambda x: natural_key(x["gpu"])):
         g = gdr_pxn(e)
@@ -123,8 +126,9 @@ def gpu_rows(doc: Mapping) -> list[dict]:
             words = "rate unknown"
         nics = list(e.get("nics") or [e.get("nic")])
         rows.append({"gpu": e["gpu"], "nic": e.get("nic"), "nics": nics, "also": [n for n in nics if n != e.get("nic")],
-                     "share": share, "gdr": g, "path_gbs": path, "port_gbs": port,
-                     "effective_gbs": round(eff, 2) if eff is not None else None, "limit": words})
+                     "share": share, "gdr": g, "path_gbs": path, "port_gbs": port, "share_gbs": each,
+                     "effective_gbs": round(eff, 2) if eff is not None else None, "limited_by": limit,
+                     "limit": words})
     return rows
 
 
