@@ -23,9 +23,10 @@ Speeds for AMD GPUs are RCCL's list (rccl src/graph/search.cc L900-904 at 0cbce2
 is NCCL's with xGMI links as NVLinks.
 
 Where this search differs from NCCL's, it is to reach NCCL's answer in less time, never to change
-it: a search that cannot beat the graph already kept is not run, and a partial one is cut when the
-links left cannot hold enough channels to beat it (``nccl_search_core.fit``: each ring channel
-leaves and enters every GPU once, a chain every GPU but its ends); a state already searched (the
+it: a search that cannot beat the graph already kept is not run (its bound: every GPU's links and,
+for rings inside a node, every split of the GPUs, ``Tables.ring_cut``), and a partial one is cut
+when the links left cannot hold enough channels to beat it (``nccl_search_core.fit``: each ring
+channel leaves and enters every GPU once, a chain every GPU but its ends); a state already searched (the
 same residual bandwidth on every link and NET, the same channel so far) is not searched again;
 among candidates NCCL ranks equal, the one with the fewest unvisited GPUs to go on to is tried
 first (on a switchless mesh, so that a channel rarely strands a GPU); and the step budgets are

@@ -224,10 +224,16 @@ def _first_kept(p: Params, best, min_channels: int) -> int:
 
 
 def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool) -> int:
-    """The most channels that can fit at ``p``'s speed (:func:`fit` on the whole links)."""
+    """The most channels that can fit at ``p``'s speed: :func:`fit` on the whole links and, for
+    rings inside a node, every cut of the GPUs (``Tables.ring_cut``)."""
     if p.pattern == NVLS:
         return p.max_channels
-    return fit(tb, tb.cap0, tb.net0, p, ti, te, inter, units(p.bw_intra), units(p.bw_inter))
+    out = fit(tb, tb.cap0, tb.net0, p, ti, te, inter, units(p.bw_intra), units(p.bw_inter))
+    if p.pattern == RING and not inter and out:
+        cut = tb.ring_cut(ti, units(p.bw_intra))
+        if cut is not None and cut < out:
+            out = cut
+    return out
 
 
 def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, best, ub: int) -> Outcome:

@@ -30,6 +30,8 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import networkx as nx
+
 from apps.domain.nccl_system import NVS, Path, System, local_net, type_rank
 
 __all__ = ["PathT", "Tables", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
@@ -174,6 +176,7 @@ class Tables:
         self._ends: dict = {}
         self._nets: dict = {}
         self._close: dict = {}
+        self._cuts: dict = {}
         self._reserve: dict = {}
         self._reservations: dict = {}  # (path, bw) -> its reservation, shared by every limit's rows
         self.kept: dict = {}  # what the driver and the runs keep per system (type range, NET lists)
@@ -332,6 +335,46 @@ class Tables:
         got = tuple(tuple(tuple(sorted(li[k] for k in s if k in li)) for s in per)
                     for per in (firsts, lasts, net_firsts, net_lasts))
         self._ends[key] = got
+        return got
+
+    def ring_cut(self, ti: int, bw: int) -> int | None:
+        """The most ring channels at ``bw`` (MB/s) inside the node that every cut of the GPUs lets
+        through, or None where the bound does not apply.
+
+        A ring channel visits every GPU and returns to its first, so for any split of the GPUs in
+        two it leaves one side and enters it at least once, each time on a GPU path reserving
+        ``bw`` (6/5 of it on a charged link). Where no two GPU paths within ``ti`` share a link (a
+        switchless NVLink or xGMI mesh of direct links), a pair of GPUs carries at most
+        ``cap // amount`` channels on its narrowest link each way, and R rings need, across every
+        split, 2R of those in both directions together: R <= (minimum cut) // 2, the minimum
+        cut of the GPUs weighted by both directions' channels (Stoer-Wagner, networkx). Where
+        paths share a link (PCIe, NVSwitch) a pair's channels are not its own and the bound is
+        not used (None): :func:`~apps.domain.nccl_search_core.fit` still bounds every GPU."""
+        key = (ti, bw)
+        if key in self._cuts:
+            return self._cuts[key]
+        got: int | None = None
+        if self.n >= 2:
+            over = (bw * 6 + 4) // 5
+            owner: dict[int, tuple[int, int]] = {}
+            pair: dict[tuple[int, int], int] = {}
+            shared = False
+            for a, b in self.gpu_path_order:
+                p = self.gpu_path[a][b]
+                if p.rank > ti:
+                    continue
+                if not p.links or any(owner.setdefault(k, (a, b)) != (a, b) for k in p.links):
+                    shared = True
+                    break
+                ch = min(self.cap0[k] // (over if c else bw) for k, c in zip(p.links, p.pci))
+                edge = (min(a, b), max(a, b))
+                pair[edge] = pair.get(edge, 0) + ch
+            if not shared:
+                graph = nx.Graph()
+                graph.add_nodes_from(range(self.n))
+                graph.add_weighted_edges_from((a, b, w) for (a, b), w in pair.items() if w > 0)
+                got = nx.stoer_wagner(graph)[0] // 2 if nx.is_connected(graph) else 0
+        self._cuts[key] = got
         return got
 
     def can_close(self, te: int, cross_nic: int) -> bool:
