@@ -23,11 +23,13 @@ Speeds for AMD GPUs are RCCL's list (rccl src/graph/search.cc L900-904 at 0cbce2
 is NCCL's with xGMI links as NVLinks.
 
 Where this search differs from NCCL's, it is to reach NCCL's answer in less time, never to change
-it: a search that cannot beat the graph already kept is not run (its bound: every GPU's links and,
-for rings inside a node, every split of the GPUs, ``Tables.ring_cut``), and a partial one is cut
-when the links left cannot hold enough channels to beat it (``nccl_search_core.fit``: each ring
-channel leaves and enters every GPU once, a chain every GPU but its ends); a state already searched (the
-same residual bandwidth on every link and NET, the same channel so far) is not searched again;
+it: a search that cannot beat the graph already kept is not run (its bound: every GPU's links; for
+rings inside a node every split of the GPUs, ``Tables.ring_cut``; across nodes the links of the
+NET paths, ``Tables.net_flow``, and for the same channels the NETs of one GPU,
+``Tables.same_start_units``), and a partial one is cut when the links left cannot hold enough
+channels to beat it (``nccl_search_core.fit``: each ring channel leaves and enters every GPU once,
+a chain every GPU but its ends); a state already searched (the same residual bandwidth on every
+link and NET, the same channel so far) is not searched again;
 among candidates NCCL ranks equal, the one with the fewest unvisited GPUs to go on to is tried
 first (on a switchless mesh, so that a channel rarely strands a GPU); and the step budgets are
 topoweb's (``TIMEOUT``, ``STEP_BUDGET``). On NVSwitch boards the bounds end every search early; on
@@ -123,7 +125,7 @@ class _Searcher:
         partial search whose channels plus what still fits cannot beat it is cut (topoweb's branch
         and bound: the answer NCCL's search reaches, without the time its budgets spend)."""
         ti, te = self.limits(p)
-        key = (p.pattern, p.bw_intra, p.bw_inter, ti, te, p.max_channels)
+        key = (p.pattern, p.bw_intra, p.bw_inter, ti, te, p.max_channels, self.inter and p.same == 1)
         got = self._ub.get(key)
         if got is None:
             got = self._ub[key] = core.upper_bound(self.tb, p, ti, te, self.inter)

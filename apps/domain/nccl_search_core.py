@@ -225,7 +225,8 @@ def _first_kept(p: Params, best, min_channels: int) -> int:
 
 def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool) -> int:
     """The most channels that can fit at ``p``'s speed: :func:`fit` on the whole links and, for
-    rings inside a node, every cut of the GPUs (``Tables.ring_cut``)."""
+    rings inside a node, every cut of the GPUs (``Tables.ring_cut``); for the same channels
+    across nodes, the NETs that can start a channel at one GPU (``Tables.same_start_units``)."""
     if p.pattern == NVLS:
         return p.max_channels
     out = fit(tb, tb.cap0, tb.net0, p, ti, te, inter, units(p.bw_intra), units(p.bw_inter))
@@ -233,6 +234,17 @@ def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool) -> int:
         cut = tb.ring_cut(ti, units(p.bw_intra))
         if cut is not None and cut < out:
             out = cut
+    if inter and out:
+        trees = p.pattern in (BALANCED_TREE, TREE)
+        bwe = units(p.bw_inter)
+        if p.same == 1:
+            out = min(out, tb.same_start_units(te, trees, bwe))
+        # every channel comes down one NET->GPU path and goes back up one GPU->NET path (a
+        # balanced tree two, each with half the bandwidth)
+        out = tb.net_flow(te, trees, bwe, False, out)
+        if out:
+            out = (tb.net_flow(te, trees, bwe // 2, True, 2 * out) // 2 if p.pattern == BALANCED_TREE else
+                   tb.net_flow(te, trees, bwe, True, out))
     return out
 
 
@@ -255,6 +267,8 @@ def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, 
             sel = tb.kept[("nets of", te)] = [tb.select_nets(g, te) for g in range(n)]
     else:
         upr = dnr = sel_all = sel = []
+    same_starts = [[x for x in range(tb.m) if dnr[x][g] is not None] for g in range(n)] \
+        if inter and p.same == 1 and not is_nvls else None
     res = list(tb.cap0)
     nres = list(tb.net0)
     net_delta = tb.kept.get(("net delta", bwe))
@@ -347,6 +361,19 @@ def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, 
                 # a bound on what still fits, exact unless it is already too few (then an upper
                 # bound that is too few as well: the cut is the same, and recorded for it)
                 reach = nch + fit(tb, res, nres, p, ti, te, inter, bwi, bwe, threshold[1] - nch)
+                if same_starts is not None:
+                    # the same channels across nodes: every further channel replays the first
+                    # channel's GPUs (RecNet L769-771) from a NET that reaches its first GPU, has
+                    # room and, without NIC crossing, is reached back from the GPU that returns
+                    # to a NET (the ring's last, a tree's first)
+                    first = orders[0]
+                    back = first[0] if trees else first[-1]
+                    u = nch
+                    for x in same_starts[first[0]]:
+                        if cross or upr[back][x] is not None:
+                            u += nres[x] // bwe
+                    if u < reach:
+                        reach = u
                 if reach < min_ch:
                     return
                 cut = _cut(p, kept[0], reach)

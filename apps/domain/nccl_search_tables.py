@@ -123,7 +123,7 @@ class Tables:
         self.gpu_index = gi
         keys = list(system.cap)
         self.link_keys = keys
-        li = {k: i for i, k in enumerate(keys)}
+        li = self._link_index = {k: i for i, k in enumerate(keys)}
         self.cap0 = [units(system.cap[k]) for k in keys]
         rng = random.Random(0)
         self.weight = [rng.getrandbits(61) % SIG_MOD for _ in keys]
@@ -375,6 +375,64 @@ class Tables:
                 graph.add_weighted_edges_from((a, b, w) for (a, b), w in pair.items() if w > 0)
                 got = nx.stoer_wagner(graph)[0] // 2 if nx.is_connected(graph) else 0
         self._cuts[key] = got
+        return got
+
+    def net_flow(self, te: int, tree: bool, bw: int, up: bool, cutoff: int) -> int:
+        """The most channels whose NET paths fit at ``bw`` (MB/s): each channel across nodes
+        reserves ``bw`` on every link of one NET->GPU path (``up`` False: the path into its first
+        GPU, the NET carrying it once) or GPU->NET path (``up``: back to a NET), so the channels
+        are at most the maximum flow from the NETs to the GPUs (or back) over those paths' links,
+        each link carrying ``cap // bw``: NICs behind one PCIe switch uplink share it. Only
+        compared with ``cutoff`` (``fit``'s bound): the flow stops there (networkx's
+        Edmonds-Karp with its cutoff)."""
+        key = ("flow", te, tree, bw, up, cutoff)
+        got = self._cuts.get(key)
+        if got is not None:
+            return got
+        ups, downs = self.net_paths_within(te, tree)
+        li = self._link_index
+        big = 1 << 40
+        graph = nx.DiGraph()
+        source, sink = ("source",), ("sink",)
+        for x in range(self.m):
+            net = ("net", x)
+            if not up:
+                graph.add_edge(source, net, capacity=self.net0[x] // bw)
+            for g in range(self.n):
+                if (ups[g][x] if up else downs[x][g]) is None:
+                    continue
+                path = (self._view.to_net[(self.gpu_names[g], self.net_names[x])] if up else
+                        self._view.from_net[(self.net_names[x], self.gpu_names[g])])
+                if not path.links:
+                    continue
+                for k in path.links:
+                    graph.add_edge(k[0], k[1], capacity=self.cap0[li[k]] // bw if k in li else big)
+                start, end = path.links[0][0], path.links[-1][1]
+                if up:
+                    graph.add_edge(source, start, capacity=big)
+                    graph.add_edge(end, sink, capacity=big)
+                else:
+                    graph.add_edge(net, start, capacity=big)
+                    graph.add_edge(end, sink, capacity=big)
+        if source not in graph or sink not in graph:
+            got = 0
+        else:
+            got = min(cutoff, nx.algorithms.flow.edmonds_karp(graph, source, sink, cutoff=cutoff).graph["flow_value"])
+        self._cuts[key] = got
+        return got
+
+    def same_start_units(self, te: int, tree: bool, bw: int) -> int:
+        """The most channels at ``bw`` (MB/s) per NET that can start at one GPU: what a search of
+        the same channels across nodes (``sameChannels``) can find at most, since each channel
+        after the first replays the first from the same GPU (``ncclTopoSearchRecNet`` L769-771)
+        and a NET carries its bandwidth once per channel that starts there."""
+        key = ("same", te, tree, bw)
+        got = self._cuts.get(key)
+        if got is None:
+            _up, down = self.net_paths_within(te, tree)
+            got = max((sum(self.net0[x] // bw for x in range(self.m) if down[x][g] is not None)
+                       for g in range(self.n)), default=0)
+            self._cuts[key] = got
         return got
 
     def can_close(self, te: int, cross_nic: int) -> bool:

@@ -71,3 +71,53 @@ def test_searches_that_cannot_beat_twelve_rings_at_18_are_not_run(monkeypatch):
     # 20 GB/s: 6 rings (120); 15: 12 (180); 12 and 9: 18 and 24 rings, 216 = 12 x 18, not better
     assert min(speeds) == 18.0
     assert 20.0 not in speeds
+
+
+# The 8x H100 at Princeton's Della (nvidia-smi topo -m, NIC rates stated 400 Gb/s InfiniBand as the
+# calibration does): mlx5_0 and mlx5_1 are PIX to GPU0 only, mlx5_3 and mlx5_4 to GPU4 only,
+# mlx5_2 to GPU3 and mlx5_5 to GPU6: four PCIe switches, each holding one GPU. Every path between a
+# NIC and a GPU crosses its switch's link to that GPU (the other GPUs reach it over NVLink, PXN), so
+# the six 400G NICs carry what four GPU links carry: at 48 GB/s a channel fills a link.
+
+
+def _della():
+    from tests.domain.engine.test_estimate_stable import CASES
+
+    return link_figures(CASES["della_8xh100_6nic_400ib"]())
+
+
+def test_net_flow_counts_the_switch_links_the_nics_share():
+    system = _della()
+    pxn = type_rank("PXN")
+    tb = tables_mod.tables(system)
+    assert len(tb.net_names) == 6
+    assert system.cap[("GPU0", "switch:inferred:0")] == 48.0  # the x16 link of GPU0's switch
+    for up in (False, True):
+        assert tb.net_flow(pxn, False, tables_mod.units(48.0), up, 32) == 4
+        assert tb.net_flow(pxn, False, tables_mod.units(24.0), up, 32) == 8
+        assert tb.net_flow(pxn, False, tables_mod.units(24.0), up, 5) == 5  # no further than asked
+
+
+def test_rings_across_nodes_stop_at_what_the_switch_links_carry(monkeypatch):
+    system = _della()
+    clear_caches()
+    speeds = []
+    real = nccl_search_core.run
+
+    def run(tb, p, *args):
+        speeds.append(p.bw_inter)
+        return real(tb, p, *args)
+
+    monkeypatch.setattr(nccl_search.core, "run", run)
+    ring = nccl_search.compute(system, RING, inter=True)
+    # 4 x 48 GB/s found, doubled as ncclTopoDupChannels does
+    assert (ring.n_channels, ring.bw_inter, ring.budget_hit) == (8, 24.0, False)
+    # 45, 42 and 40 GB/s: 4 channels at most, never more than 4 x 48
+    assert set(speeds) == {48.0}
+
+
+def test_same_channels_start_at_one_gpu_from_the_nets_that_reach_it():
+    tb = tables_mod.tables(_della())
+    # at PIX only the switch's own NICs reach a GPU: GPU0 and GPU4 have two each
+    assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(48.0)) == 2
+    assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(24.0)) == 4
