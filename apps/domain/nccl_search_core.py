@@ -241,10 +241,9 @@ def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool) -> int:
             out = min(out, tb.same_start_units(te, trees, bwe))
         # every channel comes down one NET->GPU path and goes back up one GPU->NET path (a
         # balanced tree two, each with half the bandwidth)
-        out = tb.net_flow(te, trees, bwe, False, out)
-        if out:
-            out = (tb.net_flow(te, trees, bwe // 2, True, 2 * out) // 2 if p.pattern == BALANCED_TREE else
-                   tb.net_flow(te, trees, bwe, True, out))
+        out = min(out, tb.net_flow(te, trees, bwe, False),
+                  tb.net_flow(te, trees, bwe // 2, True) // 2 if p.pattern == BALANCED_TREE else
+                  tb.net_flow(te, trees, bwe, True))
     return out
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import random
 import weakref
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -377,27 +378,31 @@ class Tables:
         self._cuts[key] = got
         return got
 
-    def net_flow(self, te: int, tree: bool, bw: int, up: bool, cutoff: int) -> int:
+    def net_flow(self, te: int, tree: bool, bw: int, up: bool) -> int:
         """The most channels whose NET paths fit at ``bw`` (MB/s): each channel across nodes
         reserves ``bw`` on every link of one NET->GPU path (``up`` False: the path into its first
         GPU, the NET carrying it once) or GPU->NET path (``up``: back to a NET), so the channels
         are at most the maximum flow from the NETs to the GPUs (or back) over those paths' links,
-        each link carrying ``cap // bw``: NICs behind one PCIe switch uplink share it. Only
-        compared with ``cutoff`` (``fit``'s bound): the flow stops there (networkx's
-        Edmonds-Karp with its cutoff)."""
-        key = ("flow", te, tree, bw, up, cutoff)
+        each link carrying ``cap // bw``: NICs behind one PCIe switch uplink share it."""
+        key = ("flow", te, tree, bw, up)
+        got = self._cuts.get(key)
+        if got is None:
+            arcs = self._net_arcs(te, tree, up)
+            got = self._cuts[key] = _max_flow({a: _BIG if c is None else c // bw for a, c in arcs.items()},
+                                              _SOURCE, _SINK)
+        return got
+
+    def _net_arcs(self, te: int, tree: bool, up: bool) -> dict[tuple, int | None]:
+        """The flow network of :meth:`net_flow`: {(node, node): capacity MB/s, None unbounded}."""
+        key = ("arcs", te, tree, up)
         got = self._cuts.get(key)
         if got is not None:
             return got
         ups, downs = self.net_paths_within(te, tree)
         li = self._link_index
-        big = 1 << 40
-        graph = nx.DiGraph()
-        source, sink = ("source",), ("sink",)
+        arcs: dict[tuple, int | None] = {}
         for x in range(self.m):
             net = ("net", x)
-            if not up:
-                graph.add_edge(source, net, capacity=self.net0[x] // bw)
             for g in range(self.n):
                 if (ups[g][x] if up else downs[x][g]) is None:
                     continue
@@ -406,20 +411,15 @@ class Tables:
                 if not path.links:
                     continue
                 for k in path.links:
-                    graph.add_edge(k[0], k[1], capacity=self.cap0[li[k]] // bw if k in li else big)
+                    arcs[k] = self.cap0[li[k]] if k in li else None
                 start, end = path.links[0][0], path.links[-1][1]
                 if up:
-                    graph.add_edge(source, start, capacity=big)
-                    graph.add_edge(end, sink, capacity=big)
+                    arcs[(_SOURCE, start)] = arcs[(end, _SINK)] = None
                 else:
-                    graph.add_edge(net, start, capacity=big)
-                    graph.add_edge(end, sink, capacity=big)
-        if source not in graph or sink not in graph:
-            got = 0
-        else:
-            got = min(cutoff, nx.algorithms.flow.edmonds_karp(graph, source, sink, cutoff=cutoff).graph["flow_value"])
-        self._cuts[key] = got
-        return got
+                    arcs[(_SOURCE, net)] = self.net0[x]
+                    arcs[(net, start)] = arcs[(end, _SINK)] = None
+        self._cuts[key] = arcs
+        return arcs
 
     def same_start_units(self, te: int, tree: bool, bw: int) -> int:
         """The most channels at ``bw`` (MB/s) per NET that can start at one GPU: what a search of
@@ -483,6 +483,47 @@ class Tables:
                         out.append(x)
         self._nets[key] = out
         return out
+
+
+_SOURCE, _SINK = ("source",), ("sink",)  # tuples: never a node name of the system
+_BIG = 1 << 40
+
+
+def _max_flow(capacity: dict[tuple, int], source, sink) -> int:
+    """The maximum flow from ``source`` to ``sink`` over the arcs ``capacity`` ({(u, v): units}):
+    Edmonds-Karp, breadth-first augmenting paths. The networks here have tens of nodes and a flow
+    of a few dozen channels; networkx's own builds its residual network at ten times the cost of
+    the search step it bounds."""
+    res: dict = {}
+    for (u, v), c in capacity.items():
+        res.setdefault(u, {})[v] = res.get(u, {}).get(v, 0) + c
+        res.setdefault(v, {}).setdefault(u, 0)
+    if source not in res or sink not in res:
+        return 0
+    flow = 0
+    while True:
+        parent = {source: None}
+        queue = deque([source])
+        while queue and sink not in parent:
+            u = queue.popleft()
+            for v, c in res[u].items():
+                if c > 0 and v not in parent:
+                    parent[v] = u
+                    queue.append(v)
+        if sink not in parent:
+            return flow
+        b, v = _BIG, sink
+        while parent[v] is not None:
+            u = parent[v]
+            b = min(b, res[u][v])
+            v = u
+        v = sink
+        while parent[v] is not None:
+            u = parent[v]
+            res[u][v] -= b
+            res[v][u] += b
+            v = u
+        flow += b
 
 
 class _Rows(dict):
