@@ -387,13 +387,19 @@ class Tables:
         key = ("flow", te, tree, bw, up)
         got = self._cuts.get(key)
         if got is None:
-            arcs = self._net_arcs(te, tree, up)
-            got = self._cuts[key] = _max_flow({a: _BIG if c is None else c // bw for a, c in arcs.items()},
-                                              _SOURCE, _SINK)
+            arcs, routes = self._net_arcs(te, tree, up)
+            caps = tuple(_BIG if c is None else c // bw for c in arcs.values())
+            # speeds that leave every link the same channel count share one flow
+            same = ("flow of", te, tree, up, caps)
+            got = self._cuts.get(same)
+            if got is None:
+                got = self._cuts[same] = _max_flow(dict(zip(arcs, caps)), _SOURCE, _SINK, routes)
+            self._cuts[key] = got
         return got
 
-    def _net_arcs(self, te: int, tree: bool, up: bool) -> dict[tuple, int | None]:
-        """The flow network of :meth:`net_flow`: {(node, node): capacity MB/s, None unbounded}."""
+    def _net_arcs(self, te: int, tree: bool, up: bool) -> tuple[dict[tuple, int | None], list[tuple]]:
+        """The flow network of :meth:`net_flow`: ({(node, node): capacity MB/s, None unbounded},
+        each NET path as its arcs from the source to the sink)."""
         key = ("arcs", te, tree, up)
         got = self._cuts.get(key)
         if got is not None:
@@ -401,6 +407,7 @@ class Tables:
         ups, downs = self.net_paths_within(te, tree)
         li = self._link_index
         arcs: dict[tuple, int | None] = {}
+        routes: list[tuple] = []
         for x in range(self.m):
             net = ("net", x)
             for g in range(self.n):
@@ -415,11 +422,13 @@ class Tables:
                 start, end = path.links[0][0], path.links[-1][1]
                 if up:
                     arcs[(_SOURCE, start)] = arcs[(end, _SINK)] = None
+                    routes.append(((_SOURCE, start), *path.links, (end, _SINK)))
                 else:
                     arcs[(_SOURCE, net)] = self.net0[x]
                     arcs[(net, start)] = arcs[(end, _SINK)] = None
-        self._cuts[key] = arcs
-        return arcs
+                    routes.append(((_SOURCE, net), (net, start), *path.links, (end, _SINK)))
+        self._cuts[key] = got = (arcs, routes)
+        return got
 
     def same_start_units(self, te: int, tree: bool, bw: int) -> int:
         """The most channels at ``bw`` (MB/s) per NET that can start at one GPU: what a search of
@@ -489,11 +498,13 @@ _SOURCE, _SINK = ("source",), ("sink",)  # tuples: never a node name of the syst
 _BIG = 1 << 40
 
 
-def _max_flow(capacity: dict[tuple, int], source, sink) -> int:
+def _max_flow(capacity: dict[tuple, int], source, sink, routes: Sequence[tuple] = ()) -> int:
     """The maximum flow from ``source`` to ``sink`` over the arcs ``capacity`` ({(u, v): units}):
-    Edmonds-Karp, breadth-first augmenting paths. The networks here have tens of nodes and a flow
-    of a few dozen channels; networkx's own builds its residual network at ten times the cost of
-    the search step it bounds."""
+    as much as each of ``routes`` (paths of arcs) carries in turn, then Edmonds-Karp's
+    breadth-first augmenting paths for the rest (any flow augmented until no path is left is a
+    maximum one). The networks here have tens of nodes and a flow of a few dozen channels;
+    networkx's own builds its residual network at ten times the cost of the search step it
+    bounds."""
     res: dict = {}
     for (u, v), c in capacity.items():
         res.setdefault(u, {})[v] = res.get(u, {}).get(v, 0) + c
@@ -501,6 +512,13 @@ def _max_flow(capacity: dict[tuple, int], source, sink) -> int:
     if source not in res or sink not in res:
         return 0
     flow = 0
+    for route in routes:
+        b = min(res[u][v] for u, v in route)
+        if b > 0:
+            for u, v in route:
+                res[u][v] -= b
+                res[v][u] += b
+            flow += b
     while True:
         parent = {source: None}
         queue = deque([source])
