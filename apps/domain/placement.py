@@ -11,7 +11,7 @@ documents (``apps.domain.analysis``) and, when the cluster's fabric is known, it
    ``G`` GPUs, and host names a shell cannot take, are skipped too. Each skipped host is listed with
    its reason.
 2. **One layout.** Hosts are grouped by ``summary.fingerprint`` (the cluster page's layout groups,
-   ``apps.explorer.fleet``); among the layouts with ``N`` healthy hosts, the one with the highest
+   ``apps.domain.platforms``); among the layouts with ``N`` healthy hosts, the one with the highest
    expected busbw is taken (ties: the one with more healthy hosts).
 3. **Within each host, the GPUs.** All of them when ``G`` is the host's GPU count; else ``G`` GPUs
    of the best P2P group that holds ``G`` (the document's ``gpu_groups``, best first: NVLink, then a

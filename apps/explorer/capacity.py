@@ -29,7 +29,8 @@ from django.views.decorators.http import require_GET
 
 from apps.domain.compare_attrs import name_ranges
 from apps.domain.nvlink_figures import nvlink_summary
-from apps.explorer import figures, labels, plan_capacity, run_lists
+from apps.domain import labels
+from apps.explorer import figures, plan_capacity, run_lists
 from apps.explorer import selectors as ex
 from apps.explorer import services as share
 from apps.ingest import access

@@ -22,7 +22,8 @@ from urllib.parse import urlencode
 from django.core.cache import cache
 from django.core.paginator import Paginator
 
-from apps.explorer import labels, tables
+from apps.domain import labels
+from apps.explorer import tables
 from apps.explorer import selectors as ex
 from apps.ingest import layouts
 from apps.ingest.models import Cluster, Host

@@ -8,19 +8,19 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from apps.explorer import fleet
+from apps.domain import platforms
 from apps.explorer import selectors as ex
 from apps.ingest.models import Cluster, Host, Snapshot
 
 STATUS_WORDS = {
-    fleet.ODD: "an odd one out: its layout differs from the norm of its platform",
-    fleet.NORM: "this host has its platform's norm layout",
-    fleet.NO_MAJORITY: "no layout of its platform has a majority: the first host of the platform stands in",
+    platforms.ODD: "an odd one out: its layout differs from the norm of its platform",
+    platforms.NORM: "this host has its platform's norm layout",
+    platforms.NO_MAJORITY: "no layout of its platform has a majority: the first host of the platform stands in",
 }
 
 
 def layout_norm(cluster: Cluster, host: Host) -> dict | None:
-    """The host to compare ``host`` with: the norm host of its platform (``fleet.group_hosts``,
+    """The host to compare ``host`` with: the norm host of its platform (``platforms.group_hosts``,
     as the cluster page groups hosts), another host of the norm layout when ``host`` is the norm
     host itself, or the platform's first host when no layout has a majority.
 
@@ -30,10 +30,10 @@ def layout_norm(cluster: Cluster, host: Host) -> dict | None:
     me = next((s for s in snaps if s.host_id == host.pk), None)
     if me is None:
         return None
-    view = fleet.group_hosts(snaps, ex.snapshot_docs, ex.layout_facts(snaps))
+    view = platforms.group_hosts(snaps, ex.snapshot_docs, ex.layout_facts(snaps))
     status = view.status.get(me.pk)
     ref_pk = view.norm_of.get(me.pk)
-    if ref_pk is None and status == fleet.NORM:
+    if ref_pk is None and status == platforms.NORM:
         group = next(g for g in view.groups if any(s.pk == me.pk for s in g.snapshots))
         ref_pk = next((s.pk for s in group.snapshots if s.pk != me.pk), None)
     if ref_pk is None:

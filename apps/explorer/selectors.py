@@ -6,6 +6,7 @@ from django.db.models import Q, QuerySet
 
 from apps.explorer.models import ShareLink
 from apps.ingest.models import Host, Snapshot
+from apps.ingest.selectors import latest_of_each_host
 
 SEVERITY_ORDER = {"CRIT": 0, "HIGH": 1, "MED": 2, "LOW": 3, "INFO": 4}
 
@@ -65,16 +66,6 @@ def latest_layouts_of(cluster_name: str | None) -> list[tuple[int, str]]:
     """(snapshot id, fingerprint) of the newest snapshot of each host of the cluster, by id."""
     return list(latest_of_each_host().filter(host__cluster__name=cluster_name).order_by("id")
                 .values_list("pk", "fingerprint"))
-
-
-def latest_of_each_host() -> QuerySet[Snapshot]:
-    """The newest snapshot of each host (by collected_at, then id), as one window query."""
-    from django.db.models import F, Window
-    from django.db.models.functions import RowNumber
-
-    return Snapshot.objects.annotate(newest_rank=Window(
-        RowNumber(), partition_by=[F("host_id")], order_by=[F("collected_at").desc(), F("id").desc()])
-    ).filter(newest_rank=1)
 
 
 def latest_snapshot_rows(cluster_ids: set[int] | None, limit: int = 20000) -> list[dict]:

@@ -23,7 +23,8 @@ from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.errors import ParseError
 from apps.domain import gpu_groups
 from apps.explorer import capacity as capacity_page
-from apps.explorer import cluster_page, compare_pages, figures, labels, path_fabric, run_lists
+from apps.domain import labels
+from apps.explorer import cluster_page, compare_pages, figures, path_fabric, run_lists
 from apps.explorer import selectors as ex
 from apps.explorer import verdict as verdict_page
 from apps.explorer import services as share

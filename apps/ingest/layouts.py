@@ -1,6 +1,6 @@
 """Layout groups kept up to date at ingest, so the cluster page never reads every document.
 
-The grouping is ``apps.explorer.fleet``'s (module docstring there): a *platform* (GPU count,
+The grouping is ``apps.domain.platforms``'s (module docstring there): a *platform* (GPU count,
 model, NVLink kind: ``labels.platform``) holds *layouts* (``summary.fingerprint``); its most common
 layout is the norm when one layout holds more hosts than any other, every host of another layout
 is an odd one out; one host alone has no norm; a tie is "no majority". Here each (cluster,
@@ -29,10 +29,11 @@ from django.db import transaction
 from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from apps.domain.compare import short_summary
-from apps.explorer import fleet
+from apps.domain import platforms
 from apps.ingest.models import Cluster, Host, LayoutGroup, Snapshot
+from apps.ingest.selectors import latest_of_each_host
 
-NORM, ODD, ALONE, NO_MAJORITY = fleet.NORM, fleet.ODD, fleet.ALONE, fleet.NO_MAJORITY
+NORM, ODD, ALONE, NO_MAJORITY = platforms.NORM, platforms.ODD, platforms.ALONE, platforms.NO_MAJORITY
 MAX_LINES = 5  # differences kept per host, most important first
 _ORDER = {NORM: 0, NO_MAJORITY: 1, ALONE: 2, ODD: 3}
 _ROW = ("id", "host_id", "collected_at", "built_at", "fingerprint", "gpu_count", "gpu_model")
@@ -65,7 +66,7 @@ def snapshot_facts(snapshot_ids: Iterable[int]) -> dict[int, dict]:
 
 def layout_key(s: Snapshot, facts: dict | None) -> tuple[str, str, str]:
     """(platform key as JSON text, platform label, layout key) of snapshot row ``s``."""
-    key, label = fleet.platform_of(s, facts)
+    key, label = platforms.platform_of(s, facts)
     return json.dumps(key, default=str), label, (s.fingerprint or f"unknown-{s.pk}")[:140]
 
 
@@ -129,7 +130,7 @@ def with_layout(hosts):
 
 def refresh_platform(cluster_id: int, platform_key: str) -> bool:
     """Recount the layout groups of one platform and give each its status and reference
-    (``fleet.group_hosts``'s rules); groups left without hosts are deleted, groups whose figures
+    (``platforms.group_hosts``'s rules); groups left without hosts are deleted, groups whose figures
     did not change are not written. True when the page numbers may have to move (``renumber``):
     a group appeared or went, or the platform's groups changed order."""
     groups = list(LayoutGroup.objects.filter(cluster_id=cluster_id, platform_key=platform_key)
@@ -186,7 +187,7 @@ def renumber(cluster_id: int) -> None:
 
 def refresh_lines(hosts: list[Host]) -> None:
     """What each host's layout differs in from its group's reference, computed only for the hosts
-    whose stored lines were made against other snapshots (``fleet.differences``: two documents a
+    whose stored lines were made against other snapshots (``platforms.differences``: two documents a
     host, read in batches, cached in the process). ``hosts`` come with ``latest_snapshot``,
     ``layout`` and ``layout__reference`` (``with_layout``)."""
     jobs, stale = [], []
@@ -202,7 +203,7 @@ def refresh_lines(hosts: list[Host]) -> None:
             jobs.append((ref, own))
     if not stale:
         return
-    diffs = fleet.differences(jobs, lambda pks: dict(Snapshot.objects.filter(pk__in=pks)
+    diffs = platforms.differences(jobs, lambda pks: dict(Snapshot.objects.filter(pk__in=pks)
                                                       .values_list("pk", "document")))
     for h, ref, own, key in stale:
         lines = None
@@ -229,8 +230,6 @@ def needs_refresh(cluster: Cluster) -> bool:
 def refresh_cluster(cluster: Cluster) -> int:
     """Place every host of ``cluster`` from its snapshots (a backfill); returns the hosts placed.
     Facts are read once per layout (hosts of one fingerprint share what names a platform)."""
-    from apps.explorer.selectors import latest_of_each_host
-
     latest = {s.host_id: s for s in latest_of_each_host().filter(host__cluster=cluster).only(*_ROW)}
     rep: dict[str, int] = {}
     for s in latest.values():

@@ -232,7 +232,7 @@ class Snapshot(models.Model):
 
 class LayoutGroup(models.Model):
     """The hosts of one cluster whose newest snapshots share a platform and a layout
-    (``apps.explorer.fleet`` module docstring), kept at ingest by ``apps.ingest.layouts``.
+    (``apps.domain.platforms`` module docstring), kept at ingest by ``apps.ingest.layouts``.
 
     ``status`` is the group's place in its platform (norm, odd, alone, no-majority); ``reference``
     the snapshot its hosts are compared with (the norm's first host; null for the norm itself and a

@@ -39,10 +39,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Window
+from django.db.models.functions import Coalesce, RowNumber
 
 from apps.ingest.models import Cluster, Host, ImportJob, Run, RunHost, Snapshot, Upload
+
+
+def latest_of_each_host() -> QuerySet[Snapshot]:
+    """The newest snapshot of each host (by collected_at, then id), as one window query."""
+    return Snapshot.objects.annotate(newest_rank=Window(
+        RowNumber(), partition_by=[F("host_id")], order_by=[F("collected_at").desc(), F("id").desc()])
+    ).filter(newest_rank=1)
+
 
 GPU_RE = re.compile(r"^GPU(\d+)$")
 ANYONE = object()  # resolve_gpu_ref without an access check

@@ -23,3 +23,21 @@ def test_domain_imports_no_framework() -> None:
                 if name.split(".")[0] in FORBIDDEN:
                     offenders.append(f"{path.relative_to(DOMAIN.parent.parent)}:{node.lineno} imports {name}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_domain_imports_no_other_app() -> None:
+    """The Django apps build on the engine, never the other way round (ingest keeps the layout
+    groups of ``apps.domain.platforms``; the pages word them with ``apps.domain.labels``)."""
+    offenders = []
+    for path in DOMAIN.rglob("*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.startswith("apps.") and not name.startswith("apps.domain"):
+                    offenders.append(f"{path.relative_to(DOMAIN.parent.parent)}:{node.lineno} imports {name}")
+    assert not offenders, "\n".join(offenders)

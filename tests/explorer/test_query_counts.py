@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from apps.explorer import fleet
+from apps.domain import platforms
 from apps.ingest import layouts
 from apps.ingest.models import Host, Snapshot, Upload
 from tests.explorer import helpers as h
@@ -55,7 +55,7 @@ def grow(norm: Snapshot, odd: Snapshot, n: int = 24, odd_every: int = 4) -> None
 
 def queries(client, url: str, cold: bool = True) -> tuple[int, str]:
     if cold:
-        fleet.clear_cache()
+        platforms.clear_cache()
     with CaptureQueriesContext(connection) as ctx:
         resp = client.get(url)
     assert resp.status_code == 200, url

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps.explorer import labels
+from apps.domain import labels
 from tests.explorer import helpers as h
 
 pytestmark = pytest.mark.django_db

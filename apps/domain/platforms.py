@@ -1,4 +1,5 @@
-"""Group a cluster's hosts by identical topology and name what makes the odd ones out differ.
+"""Group a cluster's hosts by identical topology and name what makes the odd ones out differ (plain
+Python: snapshot rows and documents in, groups out; ``apps.ingest.layouts`` keeps them at ingest).
 
 A *platform* is the same GPU count, the same GPU model (named by the report, else the class the
 engine assumed, else the widest NVLink bundle between GPUs) and the same NVLink / NVSwitch kind:
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from apps.domain.compare import compare_summary, short_summary
-from apps.explorer import labels
+from apps.domain import labels
 
 NORM, ODD, ALONE, NO_MAJORITY = "norm", "odd", "alone", "no-majority"
 
