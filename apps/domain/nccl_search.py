@@ -119,27 +119,31 @@ class _Searcher:
     def limits(self, p: Params) -> tuple[int, int]:
         return self.tb.effective(p.type_intra, p.type_inter, self.inter)
 
-    def upper_bound(self, p: Params) -> int:
-        """The most channels that can fit at ``p``'s speed (``core.fit`` on the whole links). A
-        search that reaches it stops; one whose bound cannot beat the kept graph is not run, and a
-        partial search whose channels plus what still fits cannot beat it is cut (topoweb's branch
-        and bound: the answer NCCL's search reaches, without the time its budgets spend)."""
+    def upper_bound(self, p: Params, tight: bool = True) -> int:
+        """The most channels that can fit at ``p``'s speed (``core.upper_bound``; without
+        ``tight``, ``core.fit`` alone). A search that reaches it stops; one whose bound cannot beat
+        the kept graph is not run, and a partial search whose channels plus what still fits cannot
+        beat it is cut (topoweb's branch and bound: the answer NCCL's search reaches, without the
+        time its budgets spend)."""
         ti, te = self.limits(p)
-        key = (p.pattern, p.bw_intra, p.bw_inter, ti, te, p.max_channels, self.inter and p.same == 1)
+        key = (p.pattern, p.bw_intra, p.bw_inter, ti, te, p.max_channels, self.inter and p.same == 1, tight)
         got = self._ub.get(key)
         if got is None:
-            got = self._ub[key] = core.upper_bound(self.tb, p, ti, te, self.inter)
+            got = self._ub[key] = core.upper_bound(self.tb, p, ti, te, self.inter, tight)
         return got
 
     def hopeless(self, p: Params) -> bool:
-        """Whether a search at ``p`` cannot give a graph ``ncclTopoCompareGraphs`` would keep."""
+        """Whether a search at ``p`` cannot give a graph ``ncclTopoCompareGraphs`` would keep (the
+        links' bound first; the cuts and flows of the tight one only where it does not tell)."""
         if p.pattern == NVLS:
             return False
-        ub = self.upper_bound(p)
-        if ub < p.min_channels:
-            return True
         best = self.best
-        return best is not None and ub * p.bw_intra <= best.n_channels * best.bw_intra + 1e-9
+        for tight in (False, True):
+            ub = self.upper_bound(p, tight)
+            if ub < p.min_channels or (best is not None and
+                                       ub * p.bw_intra <= best.n_channels * best.bw_intra + 1e-9):
+                return True
+        return False
 
     def run(self, p: Params, time: int, steps: int) -> tuple[int, int]:
         """One ``ncclTopoSearchRec`` from ``time`` with ``steps`` counted; (time left, steps).

@@ -223,13 +223,16 @@ def _first_kept(p: Params, best, min_channels: int) -> int:
     return t
 
 
-def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool) -> int:
-    """The most channels that can fit at ``p``'s speed: :func:`fit` on the whole links and, for
-    rings inside a node, every cut of the GPUs (``Tables.ring_cut``); for the same channels
-    across nodes, the NETs that can start a channel at one GPU (``Tables.same_start_units``)."""
+def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool, tight: bool = True) -> int:
+    """The most channels that can fit at ``p``'s speed: :func:`fit` on the whole links and, when
+    ``tight``, for rings inside a node every cut of the GPUs (``Tables.ring_cut``), across nodes
+    the links of the NET paths (``Tables.net_flow``) and for the same channels the NETs that can
+    start a channel at one GPU (``Tables.same_start_units``)."""
     if p.pattern == NVLS:
         return p.max_channels
     out = fit(tb, tb.cap0, tb.net0, p, ti, te, inter, units(p.bw_intra), units(p.bw_inter))
+    if not tight:
+        return out
     if p.pattern == RING and not inter and out:
         cut = tb.ring_cut(ti, units(p.bw_intra))
         if cut is not None and cut < out:
