@@ -15,8 +15,10 @@ thousands of states on a switchless mesh, so it reads this view instead, where
 * everything the search asks again and again for one path-type limit is a table computed once:
   the GPU and NET paths within the limit (``ncclTopoFollowPath`` refusing farther ones,
   search.cc L148-149), the candidate order of ``ncclTopoSearchNextGpuSort`` (L253-326), the NETs
-  of ``ncclTopoSelectNets`` (L541-589) and the per-GPU first and last links the search's bound
-  counts (``nccl_search_core.fit``).
+  of ``ncclTopoSelectNets`` (L541-589), the per-GPU first and last links the search's bound
+  counts (``nccl_search_core.fit``) and the tighter bounds ``nccl_search_core.upper_bound`` asks
+  for (:meth:`Tables.ring_cut`, :meth:`Tables.net_flow`, :meth:`Tables.same_start_units`), per
+  limit and speed.
 
 :func:`tables` keeps one view per system while the system lives (the six ``compute`` calls of
 one channel search read the same), at most :data:`MAX_KEPT`; :func:`clear` forgets them.
