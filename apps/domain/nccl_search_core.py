@@ -269,8 +269,7 @@ def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, 
             sel = tb.kept[("nets of", te)] = [tb.select_nets(g, te) for g in range(n)]
     else:
         upr = dnr = sel_all = sel = []
-    same_starts = [[x for x in range(tb.m) if dnr[x][g] is not None] for g in range(n)] \
-        if inter and p.same == 1 and not is_nvls else None
+    same_starts = tb.start_nets(te, trees) if inter and p.same == 1 and not is_nvls else None
     res = list(tb.cap0)
     nres = list(tb.net0)
     net_delta = tb.kept.get(("net delta", bwe))

@@ -432,6 +432,16 @@ class Tables:
         self._cuts[key] = got = (arcs, routes)
         return got
 
+    def start_nets(self, te: int, tree: bool) -> list[list[int]]:
+        """Per GPU the NETs with a path into it within ``te``: where a channel of the same channels
+        across nodes can start (``nccl_search_core.run`` bounds a partial search with it)."""
+        key = ("starts", te, tree)
+        got = self._cuts.get(key)
+        if got is None:
+            _up, down = self.net_paths_within(te, tree)
+            got = self._cuts[key] = [[x for x in range(self.m) if down[x][g] is not None] for g in range(self.n)]
+        return got
+
     def same_start_units(self, te: int, tree: bool, bw: int) -> int:
         """The most channels at ``bw`` (MB/s) per NET that can start at one GPU: what a search of
         the same channels across nodes (``sameChannels``) can find at most, since each channel
@@ -440,9 +450,7 @@ class Tables:
         key = ("same", te, tree, bw)
         got = self._cuts.get(key)
         if got is None:
-            _up, down = self.net_paths_within(te, tree)
-            got = max((sum(self.net0[x] // bw for x in range(self.m) if down[x][g] is not None)
-                       for g in range(self.n)), default=0)
+            got = max((sum(self.net0[x] // bw for x in nets) for nets in self.start_nets(te, tree)), default=0)
             self._cuts[key] = got
         return got
 

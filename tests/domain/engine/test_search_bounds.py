@@ -14,13 +14,16 @@ searches at lower speeds that can never beat 12 rings x 18 GB/s.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+
+import pytest
 
 from apps.domain import nccl_search, nccl_search_core
 from apps.domain import nccl_search_tables as tables_mod
 from apps.domain.analysis import analyze_host
 from apps.domain.estimate import clear_caches, link_figures
-from apps.domain.nccl_search import RING
+from apps.domain.nccl_search import BALANCED_TREE, RING
 from apps.domain.nccl_system import type_rank
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -120,3 +123,89 @@ def test_same_channels_start_at_one_gpu_from_the_nets_that_reach_it():
     # at PIX only the switch's own NICs reach a GPU: GPU0 and GPU4 have two each
     assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(48.0)) == 2
     assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(24.0)) == 4
+
+
+# --- the bounds never change what a search finds -------------------------------------------------
+# SYNTHETIC layouts: 8 GPUs with a random switchless NVLink mesh (at most 6 links a GPU, as on V100),
+# two sockets, 2 or 4 NICs each on one GPU's PCIe switch, stated 200 Gb/s InfiniBand. Each is
+# searched twice, with the bounds and without them; where the search without them ends within its
+# step budget (no `budget_hit`, no fallback), both must find the same channels, channel for channel.
+
+
+def _random_topo(seed: int) -> str:
+    rng = random.Random(seed)
+    n, m = 8, rng.choice([2, 4])
+    links: dict[tuple[int, int], int] = {}
+    degree = [0] * n
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    rng.shuffle(pairs)
+    for a, b in pairs:
+        k = rng.choice([1, 1, 2])
+        if degree[a] + k <= 6 and degree[b] + k <= 6 and rng.random() < 0.6:
+            links[(a, b)] = links[(b, a)] = k
+            degree[a] += k
+            degree[b] += k
+    socket = [0 if g < 4 else 1 for g in range(n)]
+    nic_gpu = rng.sample(range(n), m)
+    names = [f"GPU{i}" for i in range(n)] + [f"NIC{j}" for j in range(m)]
+
+    def gpu_of(i: int) -> int:
+        return i if i < n else nic_gpu[i - n]
+
+    def cell(x: int, y: int) -> str:
+        if x == y:
+            return " X "
+        if (x, y) in links:
+            return f"NV{links[(x, y)]}"
+        if gpu_of(x) == gpu_of(y):
+            return "PIX"
+        return "NODE" if socket[gpu_of(x)] == socket[gpu_of(y)] else "SYS"
+
+    lines = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity"]
+    for i, name in enumerate(names):
+        s = socket[gpu_of(i)]
+        tail = f"\t{s * 24}-{s * 24 + 23}\t{s}" if i < n else "\t\t"
+        lines.append(name + "\t" + "\t".join(cell(i, j) for j in range(len(names))) + tail)
+    lines += ["", "NIC Legend:", ""] + [f"  NIC{j}: mlx5_{j}" for j in range(m)]
+    return "\n".join(lines) + "\n"
+
+
+def _graphs(system) -> list:
+    out = []
+    for inter in (False, True):
+        ring = nccl_search.compute(system, RING, inter=inter)
+        tree = nccl_search.compute(system, BALANCED_TREE, inter=inter, min_channels=ring.n_channels,
+                                   max_channels=ring.n_channels)
+        out += [ring, tree]
+    return out
+
+
+def _key(g) -> tuple:
+    return g.n_channels, g.bw_intra, g.bw_inter, g.channels, g.nets
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_bounds_find_what_the_search_without_them_finds(seed, monkeypatch):
+    from tests.domain.engine.test_estimate_stable import _stated
+
+    text = _random_topo(seed)
+    doc = _stated(analyze_host({"nvidia_smi_topo": text}, f"synthetic-mesh-{seed}").doc, 200, "InfiniBand")
+    system = link_figures(doc)
+    clear_caches()
+    bounded = _graphs(system)
+    with monkeypatch.context() as m:
+        m.setattr(tables_mod.Tables, "ring_cut", lambda self, ti, bw: None)
+        m.setattr(tables_mod.Tables, "net_flow", lambda self, te, tree, bw, up: 1 << 30)
+        m.setattr(tables_mod.Tables, "same_start_units", lambda self, te, tree, bw: 1 << 30)
+        m.setattr(tables_mod.Tables, "start_nets", lambda self, te, tree: None)
+        clear_caches()
+        plain = _graphs(system)
+    compared = 0
+    for i, (a, b) in enumerate(zip(bounded, plain)):
+        if b.budget_hit or b.fallback:
+            continue  # the search without the bounds stopped at its budget: it is not NCCL's answer either
+        if i % 2 and _key(bounded[i - 1])[:3] != _key(plain[i - 1])[:3]:
+            continue  # a tree searched for another ring's channel count
+        assert _key(a) == _key(b), (seed, i)
+        compared += 1
+    assert compared >= 2  # at least the searches inside the node
