@@ -102,7 +102,7 @@ is always present (empty list / null when unknown):
                  # which GPUs to group together (tensor-parallel groups): maximal cliques with
                  # peer-to-peer between every two members, best first (NVLink, then one PCIe
                  # switch, then other PCIe P2P, then NVB relays; bigger, then faster); a group
-                 # inside a better listed one is left out; at most 8. See gpu_groups().
+                 # inside a better listed one is left out; at most 8. See gpu_groups.gpu_groups().
   "network": {"state": "ok"|"all_down"|"no_rdma_nic"|"unknown",   # can NCCL use an RDMA NIC?
               "usable": [NIC names NCCL may use (Active, or state unknown)],
               "message": str|null},   # all_down: every HCA port is down, NCCL falls back to
@@ -186,11 +186,12 @@ from apps.domain.cluster import path_between
 from apps.domain.errors import UnknownKindError
 from apps.domain.estimate import estimate, suggest_nccl_settings
 from apps.domain.findings import evaluate
+from apps.domain.gpu_groups import gpu_groups
 from apps.domain.hostgraph import build_host_graph
 from apps.domain.hostgraph import frozen as hostgraph_frozen
 from apps.domain.limits import check_host_size
 from apps.domain.nccl_system import document_graph
-from apps.domain.names import natural_key, natural_sorted
+from apps.domain.names import natural_sorted
 from apps.domain.parsers import KINDS, to_jsonable
 
 __all__ = ["SCHEMA", "HostAnalysis", "analyze_host", "apply_nic_roles", "build_document", "gpu_groups", "path_between",
@@ -359,67 +360,6 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     # has not, are written as null.
     text = orjson.dumps(doc, default=_jsonable, option=orjson.OPT_NON_STR_KEYS).decode()
     return orjson.loads(text), text
-
-
-_TIER_WORDS = {0: "NVLink", 1: "PCIe peer-to-peer inside one PCIe switch", 2: "PCIe peer-to-peer",
-               3: "peer-to-peer relayed over NVLink through another GPU"}
-
-
-def _tier(p: Mapping) -> int | None:
-    """How good a pair is for a group: 0 NVLink/NVSwitch, 1 PCIe P2P in one switch (PIX), 2 other
-    PCIe P2P (PXB), 3 NVB relay; None without peer-to-peer (SHM)."""
-    if not p.get("p2p"):
-        return None
-    if p["mechanism"] in ("nvlink", "nvswitch") and not p.get("via"):
-        return 0
-    if p.get("via"):
-        return 3
-    return 1 if p.get("path_class") == "PIX" else 2
-
-
-def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
-    """GPUs to put together (tensor-parallel groups): maximal cliques of GPUs with peer-to-peer
-    between every two members, best first (NVLink before PCIe switch before other PCIe P2P before
-    NVB relays; then bigger, then faster). Cliques are taken at each quality level, so a DGX-1 cube
-    mesh lists its NVLink quads even though NVB relays connect all eight GPUs."""
-    G = nx.Graph()
-    for p in pairs:
-        t = _tier(p)
-        if t is not None:
-            G.add_edge(p["a"], p["b"], tier=t, gbs=p.get("bottleneck_gbs"), cls=p.get("path_class"))
-    found: dict[frozenset, dict] = {}
-    for level in (0, 1, 2, 3):
-        H = nx.Graph([(a, b) for a, b, d in G.edges(data=True) if d["tier"] <= level])
-        for clique in nx.find_cliques(H):
-            key = frozenset(clique)
-            if len(key) < 2 or key in found:
-                continue
-            members = natural_sorted(key)
-            edges = [G.edges[a, b] for i, a in enumerate(members) for b in members[i + 1:]]
-            worst = max(e["tier"] for e in edges)
-            gbs = [e["gbs"] for e in edges if e["gbs"] is not None]
-            classes = sorted({e["cls"] for e in edges if e["cls"]})
-            low = min(gbs) if gbs else None
-            found[key] = {"gpus": members, "link": ("nvlink", "pcie_switch", "pcie_p2p", "nvb")[worst],
-                          "classes": classes, "bottleneck_gbs": low, "_tier": worst}
-    groups = sorted(found.values(), key=lambda g: (g["_tier"], -len(g["gpus"]), -(g["bottleneck_gbs"] or 0),
-                                                   natural_key(g["gpus"][0])))
-    # drop a group contained in a better-or-equal listed one
-    out: list[dict] = []
-    for g in groups:
-        if any(set(g["gpus"]) <= set(o["gpus"]) and o["_tier"] <= g["_tier"] for o in out):
-            continue
-        out.append(g)
-    for g in out:
-        names = g["gpus"]
-        listed = ", ".join(names[:-1]) + " and " + names[-1]
-        speed = f", at least {g['bottleneck_gbs']:.1f} GB/s per direction" if g["bottleneck_gbs"] else ""
-        between = "between them" if len(names) == 2 else "between every two of them"
-        tier = g.pop("_tier")
-        words = "xGMI" if tier == 0 and all(c.startswith("XGMI") for c in g["classes"]) else _TIER_WORDS[tier]
-        g["sentence"] = (f"Group {listed}: {words} {between} "
-                         f"({'/'.join(g['classes'])}{speed}).")
-    return out[:limit]
 
 
 def nccl_env(results: Mapping[str, Any]) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 Plain Python on the document as ``apps.domain.analysis`` stores it (``gpu_pairs``, ``gpus``,
 ``gpu_nic``, ``graph.nodes``, ``nics``, ``gpu_groups``); nothing is re-analysed here, so the
-page says what the rest of topoweb says.
+page says what the rest of topoweb says. The document's ``gpu_groups`` themselves are made here
+too, by :func:`gpu_groups` (the analysis calls it on the GPU pairs): one module for the concept.
 
 ``p2p_gap_section(doc)`` ->
 
@@ -46,9 +47,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import networkx as nx
+
 from apps.domain.names import natural_key, natural_sorted, pair_key
 
-__all__ = ["gpu_group_section", "gpu_range", "p2p_gap_section"]
+__all__ = ["gpu_group_section", "gpu_groups", "gpu_range", "p2p_gap_section"]
 
 THROUGH_CPU = ("PHB", "NODE", "SYS")  # path classes that cross a CPU host bridge (or more)
 
@@ -286,3 +289,66 @@ def gpu_group_section(doc: Mapping) -> dict:
     """The "GPU groups" section of a snapshot document (shape in the module docstring)."""
     return {"switch": _by_switch(doc), "nvlink": _by_nvlink(doc), "numa": _by_numa(doc), "nic": _by_nic(doc),
             "p2p": [g["sentence"] for g in doc.get("gpu_groups") or []]}
+
+
+# --- the document's gpu_groups (made by the analysis) -------------------------------------------
+
+_TIER_WORDS = {0: "NVLink", 1: "PCIe peer-to-peer inside one PCIe switch", 2: "PCIe peer-to-peer",
+               3: "peer-to-peer relayed over NVLink through another GPU"}
+
+
+def _tier(p: Mapping) -> int | None:
+    """How good a pair is for a group: 0 NVLink/NVSwitch, 1 PCIe P2P in one switch (PIX), 2 other
+    PCIe P2P (PXB), 3 NVB relay; None without peer-to-peer (SHM)."""
+    if not p.get("p2p"):
+        return None
+    if p["mechanism"] in ("nvlink", "nvswitch") and not p.get("via"):
+        return 0
+    if p.get("via"):
+        return 3
+    return 1 if p.get("path_class") == "PIX" else 2
+
+
+def gpu_groups(pairs: list[dict], limit: int = 8) -> list[dict]:
+    """GPUs to put together (tensor-parallel groups): maximal cliques of GPUs with peer-to-peer
+    between every two members, best first (NVLink before PCIe switch before other PCIe P2P before
+    NVB relays; then bigger, then faster). Cliques are taken at each quality level, so a DGX-1 cube
+    mesh lists its NVLink quads even though NVB relays connect all eight GPUs."""
+    G = nx.Graph()
+    for p in pairs:
+        t = _tier(p)
+        if t is not None:
+            G.add_edge(p["a"], p["b"], tier=t, gbs=p.get("bottleneck_gbs"), cls=p.get("path_class"))
+    found: dict[frozenset, dict] = {}
+    for level in (0, 1, 2, 3):
+        H = nx.Graph([(a, b) for a, b, d in G.edges(data=True) if d["tier"] <= level])
+        for clique in nx.find_cliques(H):
+            key = frozenset(clique)
+            if len(key) < 2 or key in found:
+                continue
+            members = natural_sorted(key)
+            edges = [G.edges[a, b] for i, a in enumerate(members) for b in members[i + 1:]]
+            worst = max(e["tier"] for e in edges)
+            gbs = [e["gbs"] for e in edges if e["gbs"] is not None]
+            classes = sorted({e["cls"] for e in edges if e["cls"]})
+            low = min(gbs) if gbs else None
+            found[key] = {"gpus": members, "link": ("nvlink", "pcie_switch", "pcie_p2p", "nvb")[worst],
+                          "classes": classes, "bottleneck_gbs": low, "_tier": worst}
+    groups = sorted(found.values(), key=lambda g: (g["_tier"], -len(g["gpus"]), -(g["bottleneck_gbs"] or 0),
+                                                   natural_key(g["gpus"][0])))
+    # drop a group contained in a better-or-equal listed one
+    out: list[dict] = []
+    for g in groups:
+        if any(set(g["gpus"]) <= set(o["gpus"]) and o["_tier"] <= g["_tier"] for o in out):
+            continue
+        out.append(g)
+    for g in out:
+        names = g["gpus"]
+        listed = ", ".join(names[:-1]) + " and " + names[-1]
+        speed = f", at least {g['bottleneck_gbs']:.1f} GB/s per direction" if g["bottleneck_gbs"] else ""
+        between = "between them" if len(names) == 2 else "between every two of them"
+        tier = g.pop("_tier")
+        words = "xGMI" if tier == 0 and all(c.startswith("XGMI") for c in g["classes"]) else _TIER_WORDS[tier]
+        g["sentence"] = (f"Group {listed}: {words} {between} "
+                         f"({'/'.join(g['classes'])}{speed}).")
+    return out[:limit]
