@@ -219,16 +219,25 @@ def _hosts_named_sql(names: set[tuple[str, str]], keys: tuple[str, ...], user=No
 
     hf, cf, sf = _columns(Host, _PATH_HOST), _columns(Cluster, _PATH_CLUSTER), _columns(Snapshot, _PATH_SNAPSHOT)
     q = connection.ops.quote_name
+
+    def col(model, name: str) -> str:
+        return q(model._meta.get_field(name).column)
+
     fabric = q(Fabric._meta.db_table)
+    f_cluster, f_host, f_status, f_kind = (col(Fabric, n) for n in ("cluster", "host", "status", "kind"))
+    h_id, h_cluster, h_name, h_latest = (col(Host, n) for n in ("id", "cluster", "hostname", "latest_snapshot"))
+    c_id, c_name, s_id, s_doc = col(Cluster, "id"), col(Cluster, "name"), col(Snapshot, "id"), col(Snapshot, "document")
     cols = [*(f"h.{q(f.column)}" for f in hf), *(f"c.{q(f.column)}" for f in cf),
             *(f"s.{q(f.column)}" for f in sf),
-            f"EXISTS (SELECT 1 FROM {fabric} f WHERE f.cluster_id = c.id AND f.status = %s AND f.kind = ANY(%s))",
-            f"EXISTS (SELECT 1 FROM {fabric} f WHERE f.host_id = h.id AND f.status = %s AND f.kind = ANY(%s))",
-            f"ARRAY({grants_sql('c.id')})", *("s.document -> %s" for _ in keys)]
+            f"EXISTS (SELECT 1 FROM {fabric} f WHERE f.{f_cluster} = c.{c_id} AND f.{f_status} = %s "
+            f"AND f.{f_kind} = ANY(%s))",
+            f"EXISTS (SELECT 1 FROM {fabric} f WHERE f.{f_host} = h.{h_id} AND f.{f_status} = %s "
+            f"AND f.{f_kind} = ANY(%s))",
+            f"ARRAY({grants_sql(f'c.{c_id}')})", *(f"s.{s_doc} -> %s" for _ in keys)]
     sql = (f"SELECT {', '.join(cols)} FROM {q(Host._meta.db_table)} h "
-           f"JOIN {q(Cluster._meta.db_table)} c ON c.id = h.cluster_id "
-           f"LEFT JOIN {q(Snapshot._meta.db_table)} s ON s.id = h.latest_snapshot_id "
-           "WHERE c.name = ANY(%s) AND h.hostname = ANY(%s)")
+           f"JOIN {q(Cluster._meta.db_table)} c ON c.{c_id} = h.{h_cluster} "
+           f"LEFT JOIN {q(Snapshot._meta.db_table)} s ON s.{s_id} = h.{h_latest} "
+           f"WHERE c.{c_name} = ANY(%s) AND h.{h_name} = ANY(%s)")
     ok = Fabric.Status.OK.value
     with connection.cursor() as cur:
         person = getattr(user, "pk", None)  # None (no user, ANYONE, anonymous): no grant matches
