@@ -180,7 +180,7 @@ import networkx as nx
 import orjson
 
 from apps.domain import contention as _contention
-from apps.domain import paths
+from apps.domain import nic_paths, paths
 from apps.domain.assemble import assemble
 from apps.domain.cluster import path_between
 from apps.domain.errors import UnknownKindError
@@ -323,8 +323,8 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
     for p in pairs:
         nv = p["mechanism"] in ("nvlink", "nvswitch")
         p["nvlink_reported"] = True if nv else (False if unreported else None)
-    choice = paths.nic_choice(G)
-    gpu_nic = paths.gpu_nic_choice(G, choice)
+    choice = nic_paths.nic_choice(G)
+    gpu_nic = nic_paths.gpu_nic_choice(G, choice)
     compute = _with_roles(G, _compute_nics(G, choice))
     rails = {n: i for i, n in enumerate(natural_sorted(compute))}
     chosen = {e["gpu"]: e["nic"] for e in gpu_nic}
@@ -339,7 +339,7 @@ def _build_document(G: nx.Graph, *, p2p: Mapping | None, results: Mapping | None
         "nics": [_nic_dict(G, n, n in compute, rails.get(n)) for n in paths.nic_names(G)],
         "gpu_pairs": pairs,
         "gpu_nic": gpu_nic,
-        "gpu_nic_matrix": paths.gpu_nic_matrix(G),
+        "gpu_nic_matrix": nic_paths.gpu_nic_matrix(G),
         "contention": _contention.contention(G, choice=choice, pair_routes=routes),
         "p2p_gaps": [{"a": p["a"], "b": p["b"], "reason": p["reason"]} for p in pairs if not p["p2p"]],
         "findings": [],
@@ -451,7 +451,7 @@ def _jsonable(value: Any) -> Any:
 
 def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[str]:
     """NIC ports that carry GPU traffic: a NIC's own ``compute`` attr when the graph has one,
-    else every port NCCL's channel search uses if every port were up (``paths.nccl_nics``: a port
+    else every port NCCL's channel search uses if every port were up (``nic_paths.nccl_nics``: a port
     within GPUDirect reach of some GPU, so both rails of a two-NIC-per-GPU host count, a Down
     compute port still counts, and a storage NIC that every GPU reaches only across the CPU does
     not). ``choice`` is accepted for callers that have it; the ports do not depend on it."""
@@ -464,7 +464,7 @@ def _compute_nics(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> set[
     if any(G.nodes[g].get("placement") == "unknown" for g in paths.gpu_names(G)):
         return set(paths.nic_names(G))
     unplaced = {n for n in paths.nic_names(G) if G.nodes[n].get("placement") == "unknown"}
-    return set(paths.nccl_nics(G, include_inactive=True)) | unplaced
+    return set(nic_paths.nccl_nics(G, include_inactive=True)) | unplaced
 
 
 def apply_nic_roles(G: nx.Graph, nic_roles: Mapping[str, str] | None) -> None:

@@ -3,7 +3,7 @@ and inter-socket link, and how far demand exceeds capacity (rules P09, P10, H02)
 
 Two scenarios, both per direction (every flow also runs the other way, symmetrically):
 
-* ``gpu_to_nic``: every GPU sends to the NIC NCCL gives it (``paths.nic_choice``), over PXN
+* ``gpu_to_nic``: every GPU sends to the NIC NCCL gives it (``nic_paths.nic_choice``), over PXN
   where NCCL would, else directly (GPUDirect RDMA) or staged in host memory near the GPU. A flow
   wants ``min(its GPU's PCIe link, what its NIC takes / GPUs sharing that NIC)``: together the
   flows toward a NIC never want more than the NIC takes (:func:`nic_capacity`: its port rate,
@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 
 import networkx as nx
 
-from apps.domain import paths
+from apps.domain import nic_paths, paths
 from apps.domain.bandwidth import ib_port
 from apps.domain.hostgraph import ancestors
 from apps.domain.names import natural_sorted
@@ -79,7 +79,7 @@ def nic_capacity(G: nx.Graph, n: str) -> float | None:
 def flows_gpu_to_nic(G: nx.Graph, choice: Mapping[str, dict] | None = None) -> list[tuple[paths.Route, float | None]]:
     """(route, demand GB/s) for every GPU sending to its NIC at once; the flows toward one NIC
     together want at most what the NIC takes (:func:`nic_capacity`)."""
-    choice = paths.nic_choice(G) if choice is None else choice
+    choice = nic_paths.nic_choice(G) if choice is None else choice
     share: dict[str, int] = defaultdict(int)
     for rec in choice.values():
         share[rec["nic"]] += 1

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from apps.domain.nccl_system import NVS, Path, System, local_net, type_rank
+from apps.domain.paths import NCCL_TYPES
 
 __all__ = ["PathT", "Tables", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
            "MAX_KEPT", "SIG_MOD"]
@@ -48,7 +49,7 @@ MAX_KEPT = 8
 #: random 61-bit weight per link and NET: two different residual states share a signature with
 #: probability 2^-61, and the signature stays a machine-size integer
 SIG_MOD = (1 << 61) - 1
-_TYPE_NAMES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
+_TYPE_NAMES = NCCL_TYPES  # LOC ... DIS (graph.h), apps.domain.paths
 _SYS = type_rank("SYS")
 
 

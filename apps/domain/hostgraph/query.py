@@ -20,8 +20,6 @@ _FROZEN: ContextVar[tuple[nx.Graph, dict] | None] = ContextVar("hostgraph_frozen
 
 
 @contextmanager
-
-
 def frozen(G: nx.Graph) -> Iterator[nx.Graph]:
     """Declare that ``G`` is not changed inside the block: :func:`ancestors` and
     :func:`pcie_class` answers on it are then computed once per node / pair and reused (a

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from apps.domain import paths
+from apps.domain import nic_paths, paths
 from apps.domain.bandwidth import inter_socket, nvlink, pcie_link
 
 GEN3 = pcie_link(3, 16)
@@ -230,7 +230,7 @@ def eight_nic_board() -> nx.Graph:
 
 def test_gpus_spread_over_equally_close_nics_with_gdr_on() -> None:
     G = eight_nic_board()
-    choice = {e["gpu"]: e for e in paths.gpu_nic_choice(G)}
+    choice = {e["gpu"]: e for e in nic_paths.gpu_nic_choice(G)}
     assert {g: e["nic"] for g, e in choice.items()} == {
         "GPU0": "mlx5_0", "GPU1": "mlx5_1", "GPU2": "mlx5_2", "GPU3": "mlx5_3"}
     assert all(e["gdr"] and e["path_class"] == "PIX" for e in choice.values())
@@ -240,14 +240,14 @@ def test_gpus_spread_over_equally_close_nics_with_gdr_on() -> None:
 def test_nic_that_is_not_active_is_skipped() -> None:
     G = eight_nic_board()
     G.nodes["mlx5_1"].update(state="Down", active=False)
-    choice = {e["gpu"]: e["nic"] for e in paths.gpu_nic_choice(G)}
+    choice = {e["gpu"]: e["nic"] for e in nic_paths.gpu_nic_choice(G)}
     assert choice["GPU1"] == "mlx5_0"
     assert choice["GPU0"] == "mlx5_0"
 
 
 def test_far_nic_turns_gdr_off_and_stages_in_memory_near_the_gpu() -> None:
     G = two_socket_pcie_box()
-    choice = {e["gpu"]: e for e in paths.gpu_nic_choice(G)}
+    choice = {e["gpu"]: e for e in nic_paths.gpu_nic_choice(G)}
     assert set(choice) == {"GPU0", "GPU1", "GPU2"}
     near, far = choice["GPU2"], choice["GPU0"]
     assert (near["nic"], near["path_class"], near["gdr"]) == ("mlx5_0", "PIX", True)
@@ -266,7 +266,7 @@ def test_far_nic_turns_gdr_off_and_stages_in_memory_near_the_gpu() -> None:
 def test_missing_gdr_module_turns_gdr_off_even_for_pix() -> None:
     G = two_socket_pcie_box()
     G.graph["gdr_module"] = False
-    near = {e["gpu"]: e for e in paths.gpu_nic_choice(G)}["GPU2"]
+    near = {e["gpu"]: e for e in nic_paths.gpu_nic_choice(G)}["GPU2"]
     assert near["gdr"] is False and "nvidia_peermem" in near["reason"]
 
 
@@ -285,7 +285,7 @@ def test_pxn_relays_through_the_nvlink_peer_next_to_the_nic() -> None:
     gpu(G, 1, "sw1")
     nic(G, "mlx5_0", "sw0")
     add_nvlink(G, "GPU0", "GPU1", 4, model=80)
-    e = {x["gpu"]: x for x in paths.gpu_nic_choice(G)}["GPU1"]
+    e = {x["gpu"]: x for x in nic_paths.gpu_nic_choice(G)}["GPU1"]
     assert (e["nic"], e["path_class"], e["gdr"], e["pxn_via"], e["nccl_path"]) == (
         "mlx5_0", "NODE", False, "GPU0", "PXN")
     assert e["pxn_gdr"] is True
@@ -295,7 +295,7 @@ def test_pxn_relays_through_the_nvlink_peer_next_to_the_nic() -> None:
 
 def test_matrix_has_every_gpu_nic_cell() -> None:
     G = eight_nic_board()
-    cells = paths.gpu_nic_matrix(G)
+    cells = nic_paths.gpu_nic_matrix(G)
     assert len(cells) == 16
     cell = next(c for c in cells if c["gpu"] == "GPU0" and c["nic"] == "mlx5_3")
     assert (cell["path_class"], cell["gdr"]) == ("PXB", True)
@@ -323,9 +323,9 @@ def test_nccl_prefers_the_faster_nic_before_the_closer_one() -> None:
     gpu(G, 0, "sw0", gen5)
     nic(G, "mlx5_0", "sw0", rate=100, link=gen5)
     nic(G, "mlx5_1", "sw1", rate=400, link=gen5)
-    choice = paths.nic_choice(G)
+    choice = nic_paths.nic_choice(G)
     assert choice["GPU0"]["nic"] == "mlx5_1"
     assert choice["GPU0"]["gdr"] is False  # PHB is beyond NCCL's default GPUDirect RDMA level
 
     G.nodes["mlx5_0"]["rate_gbps"] = 400
-    assert paths.nic_choice(G)["GPU0"]["nic"] == "mlx5_0"
+    assert nic_paths.nic_choice(G)["GPU0"]["nic"] == "mlx5_0"
