@@ -39,6 +39,7 @@ import networkx as nx
 
 from apps.domain import bandwidth as bw
 from apps.domain import hostgraph, paths
+from apps.domain.nic_paths import mirror_bits
 from apps.domain.names import natural_key
 
 __all__ = ["Path", "Net", "System", "build_system", "document_graph", "nets_of", "type_rank", "local_net",
@@ -415,20 +416,9 @@ def local_net(system_like: Any, g: str, channel: int) -> str | None:
     per_gpu = -(-len(nets) // len(gpus))
     net = system_like.dev[g] % len(gpus)
     if len(nets) & (len(nets) - 1) == 0:
-        net = _mirror_bits(net, len(nets))
+        net = mirror_bits(net, len(nets))
     net += channel % per_gpu
     return nets[net % len(nets)]
-
-
-def _mirror_bits(val: int, pow2: int) -> int:
-    """NCCL's ``mirrorBits``: the low log2(pow2) bits of ``val`` reversed."""
-    out, b, mb = 0, 1, pow2 >> 1
-    while b < pow2:
-        if val & b:
-            out |= mb
-        b <<= 1
-        mb >>= 1
-    return out
 
 
 class _NetView:

@@ -55,7 +55,7 @@ from apps.domain.paths import (
     tree_route,
 )
 
-__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "GDR_LEVEL_DEFAULT"]
+__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "mirror_bits", "GDR_LEVEL_DEFAULT"]
 
 GDR_LEVEL_DEFAULT = "P2C"  # NCCL_NET_GDR_C2C=1 (default since 2.27): P2C, which only C2C platforms have
 
@@ -114,7 +114,7 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
 
-def _mirror_bits(val: int, pow2: int) -> int:
+def mirror_bits(val: int, pow2: int) -> int:
     """NCCL's mirrorBits: reverse the low log2(pow2) bits of ``val``."""
     mirror, b, mb = 0, 1, pow2 >> 1
     while b < pow2:
@@ -183,7 +183,7 @@ def _local_net(G: nx.Graph, cells: _Cells, g: str, channel: int = 0, types: Mapp
     gpus = cells.local_gpus(nets[0]) or [g]
     net = _gpu_dev(G, g) % len(gpus)
     if _is_pow2(len(nets)):
-        net = _mirror_bits(net, len(nets))
+        net = mirror_bits(net, len(nets))
     net += channel % max(1, -(-len(nets) // len(gpus)))
     return nets[net % len(nets)]
 

@@ -58,18 +58,23 @@ def test_ring_cut_does_not_apply_where_paths_share_links():
     assert tb.ring_cut(type_rank("SYS"), tables_mod.units(10.0)) is None
 
 
-def test_searches_that_cannot_beat_twelve_rings_at_18_are_not_run(monkeypatch):
-    system = _system("nccl_topo_xml", MI250)
+def _ring_and_speeds(monkeypatch, system, inter: bool) -> tuple:
+    """``compute(system, RING)`` cold, and the per-channel speed of every search it ran (inside the
+    node the intra speed, across nodes the speed to the NETs)."""
     clear_caches()
     speeds = []
     real = nccl_search_core.run
 
     def run(tb, p, *args):
-        speeds.append(p.bw_intra)
+        speeds.append(p.bw_inter if inter else p.bw_intra)
         return real(tb, p, *args)
 
     monkeypatch.setattr(nccl_search.core, "run", run)
-    ring = nccl_search.compute(system, RING, inter=False)
+    return nccl_search.compute(system, RING, inter=inter), speeds
+
+
+def test_searches_that_cannot_beat_twelve_rings_at_18_are_not_run(monkeypatch):
+    ring, speeds = _ring_and_speeds(monkeypatch, _system("nccl_topo_xml", MI250), inter=False)
     assert (ring.n_channels, ring.bw_intra, ring.budget_hit) == (12, 18.0, False)
     # 20 GB/s: 6 rings (120); 15: 12 (180); 12 and 9: 18 and 24 rings, 216 = 12 x 18, not better
     assert min(speeds) == 18.0
@@ -101,17 +106,7 @@ def test_net_flow_counts_the_switch_links_the_nics_share():
 
 
 def test_rings_across_nodes_stop_at_what_the_switch_links_carry(monkeypatch):
-    system = _della()
-    clear_caches()
-    speeds = []
-    real = nccl_search_core.run
-
-    def run(tb, p, *args):
-        speeds.append(p.bw_inter)
-        return real(tb, p, *args)
-
-    monkeypatch.setattr(nccl_search.core, "run", run)
-    ring = nccl_search.compute(system, RING, inter=True)
+    ring, speeds = _ring_and_speeds(monkeypatch, _della(), inter=True)
     # 4 x 48 GB/s found, doubled as ncclTopoDupChannels does
     assert (ring.n_channels, ring.bw_inter, ring.budget_hit) == (8, 24.0, False)
     # 45, 42 and 40 GB/s: 4 channels at most, never more than 4 x 48
