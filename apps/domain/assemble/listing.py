@@ -95,6 +95,13 @@ _NETWORK_NAME_RE = re.compile(r"Ethernet|Network|Infiniband|InfiniBand|ConnectX|
                               re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=256)
+def _kept_class_name(cname: str) -> bool:
+    """Whether a function of this class (as lspci names it) can be a node of the host graph (a
+    whole-machine capture repeats twenty class names over 500 functions: each is judged once)."""
+    return cname not in _SKIP_CLASS_NAMES and (cname in CLASS_BY_NAME or bool(_KEEP_CLASS_NAME_RE.search(cname)))
+
+
 def _vendor_id(name: Any) -> int | None:
     text = str(name or "")
     return next((vid for prefix, vid in VENDOR_BY_NAME if text.startswith(prefix)), None)
@@ -165,8 +172,7 @@ def _pci_devices(kind: str, res: Any) -> Iterable[dict]:
         # the graph needs bridges, GPUs/accelerators, NICs and storage; a full lspci -vvv is
         # mostly uncore/system functions, skipped here (before reading their other fields)
         cname = (d.get(name_field) if is_dict else getattr(d, name_field, None)) if name_field else None
-        if cname is not None and (cname in _SKIP_CLASS_NAMES or (
-                cname not in CLASS_BY_NAME and not _KEEP_CLASS_NAME_RE.search(cname))):
+        if cname is not None and not _kept_class_name(cname):
             continue
         if is_dict:
             v = {k: d.get(src) for k, src in fields.items()}

@@ -131,6 +131,9 @@ def to_numa(value: Any) -> int | None:
     return n if n is not None and n >= 0 else None
 
 
+_HEX_DIGITS_RE = re.compile("[0-9a-f]+")
+
+
 def to_hex(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
@@ -139,4 +142,4 @@ def to_hex(value: Any) -> int | None:
     text = str(value).strip().lower()
     if text.startswith("0x"):
         text = text[2:]
-    return int(text, 16) if text and all(c in "0123456789abcdef" for c in text) else None
+    return int(text, 16) if _HEX_DIGITS_RE.fullmatch(text) else None

@@ -359,7 +359,25 @@ class Ctx:
         return out
 
     def pci_devices(self, kind: str) -> list[dict]:
-        return [d for d in as_list((self.results.get(kind) or {}).get("devices")) if isinstance(d, Mapping)]
+        """The device records of a PCI source (``lspci_verbose``, ``lspci_tree``, ``sysfs_pci``), in
+        its order; listed once per host (a whole-machine lspci has 500 functions): not to be changed."""
+        key = "pci_devices:" + kind
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = [d for d in as_list((self.results.get(kind) or {}).get("devices"))
+                                       if isinstance(d, Mapping)]
+        return found
+
+    def pci_records(self, kind: str, bdf: str | None) -> list[dict]:
+        """The records of ``pci_devices(kind)`` whose ``bdf`` is ``bdf``, in the source's order
+        (one, unless the source repeats an address)."""
+        key = "pci_by_bdf:" + kind
+        index = self._memo.get(key)
+        if index is None:
+            index = self._memo[key] = {}
+            for d in self.pci_devices(kind):
+                index.setdefault(d.get("bdf"), []).append(d)
+        return index.get(bdf, [])
 
     def warnings(self) -> list[str]:
         out = [w for w in as_list(self.doc.get("warnings")) if isinstance(w, str)]

@@ -244,11 +244,10 @@ def _nic_pcie(ctx: Ctx, nic: Mapping) -> tuple[float | None, str]:
             return bw, f"Gen{e['gen']} x{e['width']}"
     bdf = nic.get("bdf")
     if bdf:
-        for d in ctx.pci_devices("lspci_verbose"):
-            if d.get("bdf") == bdf:
-                g, w = gen_from_gts(d.get("sta_speed_gts")), d.get("sta_width")
-                if g and w:
-                    return pcie_gbs(g, w), f"Gen{g} x{w}"
+        for d in ctx.pci_records("lspci_verbose", bdf):
+            g, w = gen_from_gts(d.get("sta_speed_gts")), d.get("sta_width")
+            if g and w:
+                return pcie_gbs(g, w), f"Gen{g} x{w}"
     return None, ""
 
 

@@ -321,19 +321,17 @@ def _gpu_query(ctx: Ctx, gpu_name: str) -> dict:
 def _lspci(ctx: Ctx, bdf: str | None) -> dict:
     if not bdf:
         return {}
-    for d in ctx.pci_devices("lspci_verbose"):
-        if d.get("bdf") == bdf:
-            return d
-    return {}
+    found = ctx.pci_records("lspci_verbose", bdf)
+    return found[0] if found else {}
 
 
 def _parent_bdf(ctx: Ctx, bdf: str) -> str | None:
-    for d in ctx.pci_devices("lspci_tree"):
-        if d.get("bdf") == bdf and d.get("parent_bdf"):
+    for d in ctx.pci_records("lspci_tree", bdf):
+        if d.get("parent_bdf"):
             return d["parent_bdf"]
-    for d in ctx.pci_devices("sysfs_pci"):
+    for d in ctx.pci_records("sysfs_pci", bdf):
         anc = as_list(d.get("ancestry"))
-        if d.get("bdf") == bdf and anc:
+        if anc:
             return anc[-2] if anc[-1] == bdf and len(anc) > 1 else anc[-1] if anc[-1] != bdf else None
     return None
 
@@ -377,6 +375,9 @@ def _device_links(ctx: Ctx) -> list[dict]:
         ptype = str(d.get("port_type") or "").lower()
         if not bdf or bdf in known or ("downstream" in ptype or "root" in ptype):
             continue  # lspci never marks root/downstream ports; judge the device below instead
+        if (d.get("sta_width") is None and d.get("cap_width") is None and d.get("sta_speed_gts") is None
+                and d.get("cap_speed_gts") is None):
+            continue  # no link shown (the CPUs' uncore functions of a whole-machine capture): nothing to judge
         cls = str(d.get("class_code") or "").lower()
         cname = str(get(d, "class_name", default="") or "").lower()
         kind = ("gpu" if cls.startswith(("03", "0x03")) or "vga" in cname or "3d" in cname

@@ -84,8 +84,9 @@ class XmlDoc:
 class _Builder:
     """Target for DefusedXMLParser that builds :class:`Node` trees with line numbers."""
 
-    def __init__(self) -> None:
+    def __init__(self, text_tags: frozenset[str] | None = None) -> None:
         self.expat = None  # set once the parser exists
+        self.text_tags = text_tags
         self.root: Node | None = None
         self.stack: list[Node] = []
         self.root_closed = False
@@ -97,17 +98,17 @@ class _Builder:
         elif self.root is None:
             self.root = node
         self.stack.append(node)
+        if self.text_tags is not None:  # character data only inside the elements whose text is read
+            self.expat.CharacterDataHandler = self.data if tag in self.text_tags else None
         return node
-
-    def fast_start(self, tag, attr_list):
-        # expat handler (ordered_attributes): [name1, value1, name2, value2, ...]
-        it = iter(attr_list)
-        return self.start(tag, dict(zip(it, it)))
 
     def end(self, tag):
         node = self.stack.pop()
         if not self.stack:
             self.root_closed = True
+        if self.text_tags is not None:  # back in the parent: its text is read if its tag's is
+            self.expat.CharacterDataHandler = (self.data if self.stack and self.stack[-1].tag in self.text_tags
+                                               else None)
         return node
 
     def data(self, data):
@@ -133,21 +134,26 @@ def _last_content_line(lines: list[str]) -> int:
     return 0
 
 
-def read_xml(kind: str, text: str) -> XmlDoc:
-    """Parse ``text`` safely; raise :class:`ParseError` (with ``kind``) when it is not usable XML."""
+def read_xml(kind: str, text: str, text_tags: frozenset[str] | None = None) -> XmlDoc:
+    """Parse ``text`` safely; raise :class:`ParseError` (with ``kind``) when it is not usable XML.
+
+    ``text_tags``: the tags whose ``text`` the caller reads; the character data of every other
+    element (the indentation between tags, most of expat's calls) is never handed to Python, and
+    their ``text`` is ``""``. ``None`` keeps the text of every element."""
     lines = clean_lines(text)
     if not any(line.strip() for line in lines):
         raise ParseError(kind, 0, "", "the input is empty")
-    builder = _Builder()
+    builder = _Builder(text_tags)
     parser = DefusedXMLParser(target=builder)
     expat = parser.parser
     builder.expat = expat
-    # Skip ElementTree's per-tag Python wrapper: wire expat straight to the builder. The
-    # defusedxml handlers (entity declarations, external references) stay installed.
-    expat.ordered_attributes = 1
-    expat.StartElementHandler = builder.fast_start
+    # Skip ElementTree's per-tag Python wrapper: wire expat straight to the builder (attributes
+    # as the dict expat builds). The defusedxml handlers (entity declarations, external
+    # references) stay installed.
+    expat.ordered_attributes = 0
+    expat.StartElementHandler = builder.start
     expat.EndElementHandler = builder.end
-    expat.CharacterDataHandler = builder.data
+    expat.CharacterDataHandler = builder.data if text_tags is None else None
     doc_text = "\n".join(lines)
     try:
         parser.feed(doc_text)

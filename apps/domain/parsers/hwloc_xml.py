@@ -187,6 +187,10 @@ class _Ctx:
     pci: dict | None = None  # the PCI device record OS devices attach to
 
 
+# The elements whose text the reader reads (hwloc 2's distance matrices); read_xml passes over the rest.
+_TEXT_TAGS = frozenset({"indexes", "u64values"})
+
+
 class _Reader:
     def __init__(self, doc: XmlDoc, major: int) -> None:
         self.doc = doc
@@ -605,7 +609,7 @@ def _kind(otype: str, class_code: str | None, vendor: str | None, subtype: str |
 
 def parse(text: str) -> HwlocTopology:
     """Read hwloc XML (see the module docstring for the result schema)."""
-    doc = read_xml(KIND, text)
+    doc = read_xml(KIND, text, _TEXT_TAGS)
     root = doc.root
     if root.tag == "system":
         raise ParseError(KIND, root.line, doc.lines[root.line - 1],

@@ -478,7 +478,7 @@ def _kind_from_class(class_code: str | None, vendor: str | None, link: bool = Fa
 
 def parse(text: str) -> NcclTopology:
     """Read an NCCL topology XML (see the module docstring for the result schema)."""
-    doc = read_xml(KIND, text)
+    doc = read_xml(KIND, text, frozenset())  # NCCL's topology has attributes only
     root = doc.root
     if root.tag == "graphs" or root.tag == "graph":
         raise ParseError(

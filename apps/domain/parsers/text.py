@@ -47,6 +47,11 @@ def to_jsonable(value):
         if not dataclasses.is_dataclass(t):
             return _other(value)
         names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
+    own = getattr(value, "__dict__", None)
+    if own is not None and len(own) == len(names):
+        # a dataclass instance that holds exactly its fields (the parsers' records, the lspci
+        # functions built from their field dicts): read its dict in one pass, not field by field
+        return {k: v if type(v) in atoms else to_jsonable(v) for k, v in own.items()}
     out = {}
     for name in names:
         v = getattr(value, name)
