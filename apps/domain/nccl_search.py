@@ -57,7 +57,8 @@ from apps.domain import nccl_search_core as core
 from apps.domain import nccl_search_tables as tables_mod
 from apps.domain.nccl_search_core import Graph, Params
 from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, TREE, type_name
-from apps.domain.nccl_system import System, type_rank
+from apps.domain.nccl_system import System
+from apps.domain.paths import nccl_rank
 
 __all__ = ["Graph", "compute", "speeds", "clear_caches", "RING", "BALANCED_TREE", "TREE", "NVLS", "STEP_BUDGET"]
 
@@ -167,21 +168,21 @@ class _Searcher:
 
 
 def _min_max_types(system: System, inter: bool) -> tuple[int, int, int, int]:
-    intra = [type_rank(p.type) for p in system.gpu_paths.values()]
-    lo_i, hi_i = (min(intra), max(intra)) if intra else (type_rank("LOC"), type_rank("SYS"))
-    lo_e, hi_e = type_rank("PIX"), type_rank("SYS")
+    intra = [nccl_rank(p.type) for p in system.gpu_paths.values()]
+    lo_i, hi_i = (min(intra), max(intra)) if intra else (nccl_rank("LOC"), nccl_rank("SYS"))
+    lo_e, hi_e = nccl_rank("PIX"), nccl_rank("SYS")
     if inter:
-        ext = [type_rank(p.type) for p in system.to_net.values()]
+        ext = [nccl_rank(p.type) for p in system.to_net.values()]
         if ext:
             # ncclTopoGetGpuMinPath/MaxPath: per GPU the best (worst) path, min (max) over GPUs
             per = {}
             for (g, _n), p in system.to_net.items():
                 lo, hi = per.get(g, (99, -1))
-                per[g] = (min(lo, type_rank(p.type)), max(hi, type_rank(p.type)))
+                per[g] = (min(lo, nccl_rank(p.type)), max(hi, nccl_rank(p.type)))
             lo_e, hi_e = min(v[0] for v in per.values()), max(v[1] for v in per.values())
         hi_i = hi_e
     if len(system.gpus) <= 1:
-        lo_i, hi_i = type_rank("LOC"), type_rank("SYS") if not inter else hi_i
+        lo_i, hi_i = nccl_rank("LOC"), nccl_rank("SYS") if not inter else hi_i
     return lo_i, hi_i, lo_e, hi_e
 
 
@@ -226,7 +227,7 @@ def compute(system: System, pattern: str, *, inter: bool, min_channels: int = 1,
         kept = tb.kept[("types", inter)] = _min_max_types(system, inter)
     lo_i, hi_i, lo_e, hi_e = kept
     if cc_min < 90:
-        hi_e = type_rank("SYS")
+        hi_e = nccl_rank("SYS")
     cross = cross_nic if (len(system.nets) > 1 and pattern in (RING, BALANCED_TREE, TREE)) and inter else 0
     sp = speeds(system, inter)
     max_bw, total_bw = system.max_bw(inter), system.total_bw()
@@ -257,7 +258,7 @@ def compute(system: System, pattern: str, *, inter: bool, min_channels: int = 1,
             if not done and pass_ == 1:
                 nb = best.n_channels if best else 0
                 if tmp.same == 1 and not (system.arch == "x86" and system.vendor == "amd" and
-                                          tmp.type_intra == type_rank("SYS")):
+                                          tmp.type_intra == nccl_rank("SYS")):
                     tmp.same = 0
                     continue
                 tmp.same = same0
@@ -268,15 +269,15 @@ def compute(system: System, pattern: str, *, inter: bool, min_channels: int = 1,
                         continue
                     tmp.pattern = pattern
                     max_intra = tmp.type_inter if inter else hi_i
-                    if tmp.type_intra < max_intra and (nb == 0 or tmp.type_intra < type_rank(best.type_intra)):
+                    if tmp.type_intra < max_intra and (nb == 0 or tmp.type_intra < nccl_rank(best.type_intra)):
                         tmp.type_intra += 1
-                        if tmp.type_intra < type_rank("DIS"):
+                        if tmp.type_intra < nccl_rank("DIS"):
                             continue
                     tmp.type_intra = lo_i
-                    if inter and tmp.type_inter < hi_e and (nb == 0 or tmp.type_inter < type_rank(best.type_inter)
-                                                            or tmp.type_inter < type_rank("PXN")):
+                    if inter and tmp.type_inter < hi_e and (nb == 0 or tmp.type_inter < nccl_rank(best.type_inter)
+                                                            or tmp.type_inter < nccl_rank("PXN")):
                         tmp.type_inter += 1
-                        if tmp.type_inter < type_rank("DIS"):
+                        if tmp.type_inter < nccl_rank("DIS"):
                             continue
                     tmp.type_inter = lo_e
                     if cross == 2 and tmp.cross_nic == 0 and pattern in (RING, BALANCED_TREE):
@@ -297,7 +298,7 @@ def compute(system: System, pattern: str, *, inter: bool, min_channels: int = 1,
                 idx = 0
                 while sp[idx] > best.bw_inter + 1e-9 and idx < len(sp) - 1:
                     idx += 1
-                tmp = Params(best.pattern, sp[idx], sp[idx], type_rank(best.type_intra), type_rank(best.type_inter),
+                tmp = Params(best.pattern, sp[idx], sp[idx], nccl_rank(best.type_intra), nccl_rank(best.type_inter),
                               best.cross_nic, best.same_channels, best.n_channels, max_channels)
                 pass_ = 2
                 left = -1

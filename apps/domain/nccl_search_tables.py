@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from apps.domain.nccl_system import NVS, Path, System, local_net, type_rank
-from apps.domain.paths import NCCL_TYPES
+from apps.domain.nccl_local import PathView, channel_nets
+from apps.domain.nccl_system import NVS, Path, System
+from apps.domain.paths import NCCL_TYPES, nccl_rank
 
 __all__ = ["PathT", "Tables", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
            "MAX_KEPT", "SIG_MOD"]
@@ -50,7 +51,7 @@ MAX_KEPT = 8
 #: probability 2^-61, and the signature stays a machine-size integer
 SIG_MOD = (1 << 61) - 1
 _TYPE_NAMES = NCCL_TYPES  # LOC ... DIS (graph.h), apps.domain.paths
-_SYS = type_rank("SYS")
+_SYS = nccl_rank("SYS")
 
 
 def units(gbs: float) -> int:
@@ -77,42 +78,6 @@ class PathT:
     bw: float
     w_plain: int = 0
     w_pci: int = 0
-
-
-class _View:
-    """``ncclTopoGetLocal`` on a system's GPU<->NET paths after PXN, for ``local_net`` (each
-    GPU's and NET's answer kept: ``local_net`` asks them once per channel)."""
-
-    def __init__(self, system: System):
-        # the system's tables, not the system: a view kept must not keep its system alive
-        self.dev, self.gpus, self.nets = system.dev, system.gpus, system.nets
-        self.to_net, self.from_net = system.to_net, system.from_net
-        self._nets: dict[str, list[str]] = {}
-        self._gpus: dict[str, list[str]] = {}
-
-    def local_nets(self, g: str) -> list[str]:
-        got = self._nets.get(g)
-        if got is None:
-            got = self._nets[g] = _local([(n.name, self.to_net[(g, n.name)]) for n in self.nets
-                                          if (g, n.name) in self.to_net])
-        return got
-
-    def local_gpus(self, net: str) -> list[str]:
-        got = self._gpus.get(net)
-        if got is None:
-            got = self._gpus[net] = _local([(g, self.from_net[(net, g)]) for g in self.gpus
-                                            if (net, g) in self.from_net])
-        return got
-
-
-def _local(items: Sequence[tuple[str, Path]]) -> list[str]:
-    """The candidates with the most path bandwidth, then the lowest type (topo.cc L1943-1972)."""
-    if not items:
-        return []
-    top = max(p.bw for _, p in items)
-    best = [(x, p) for x, p in items if abs(p.bw - top) < 1e-6]
-    low = min(type_rank(p.type) for _, p in best)
-    return [x for x, p in best if type_rank(p.type) == low]
 
 
 class Tables:
@@ -146,7 +111,7 @@ class Tables:
         def path_t(p: Path) -> PathT:
             idx = tuple(li[k] for k in p.links if k in li)
             pci = tuple(bool(p.intel_phb and k in pci_links) for k in p.links if k in li)
-            return PathT(idx, pci, len(p.links), type_rank(p.type), p.bw,
+            return PathT(idx, pci, len(p.links), nccl_rank(p.type), p.bw,
                          sum(w[k] for k, c in zip(idx, pci) if not c), sum(w[k] for k, c in zip(idx, pci) if c))
 
         self.gpu_path: list[list[PathT | None]] = [[None] * n for _ in range(n)]
@@ -167,7 +132,7 @@ class Tables:
         self.nvs_out = [li.get((g, NVS), -1) for g in gpus]  # each GPU's link into the fabric
         self.local_gpu = [gi.get(system.local_gpu.get(x.name)) if system.local_gpu.get(x.name) else None
                           for x in nets]
-        view = _View(system)
+        view = PathView(system.gpus, system.dev, [n.name for n in system.nets], system.to_net, system.from_net)
         self.local_gpus = [[gi[g] for g in view.local_gpus(x.name)] for x in nets]
         self.gpu_pci = [int(system.gpu_pci.get(g, 0)) for g in gpus]
         self.nvswitch = system.nvswitch
@@ -322,7 +287,7 @@ class Tables:
         net_lasts: list[set] = [set() for _ in range(self.n)]
         keys = self.link_keys
         for (a, b), path in self._gpu_paths.items():
-            if type_rank(path.type) > ti or not path.links or a not in self.gpu_index or b not in self.gpu_index:
+            if nccl_rank(path.type) > ti or not path.links or a not in self.gpu_index or b not in self.gpu_index:
                 continue
             firsts[self.gpu_index[a]].add(path.links[0])
             lasts[self.gpu_index[b]].add(path.links[-1])
@@ -330,10 +295,10 @@ class Tables:
             for g in range(self.n):
                 name = self.gpu_names[g]
                 for x in self._view.nets:
-                    up, down = self._view.to_net.get((name, x.name)), self._view.from_net.get((x.name, name))
-                    if up is not None and type_rank(up.type) <= te and up.links:
+                    up, down = self._view.to_net.get((name, x)), self._view.from_net.get((x, name))
+                    if up is not None and nccl_rank(up.type) <= te and up.links:
                         net_firsts[g].add(up.links[0])
-                    if down is not None and type_rank(down.type) <= te and down.links:
+                    if down is not None and nccl_rank(down.type) <= te and down.links:
                         net_lasts[g].add(down.links[-1])
         li = {k: i for i, k in enumerate(keys)}
         got = tuple(tuple(tuple(sorted(li[k] for k in s if k in li)) for s in per)
@@ -484,13 +449,7 @@ class Tables:
         out: list[int] = []
         gpus = range(self.n) if gpu is None else [gpu]
         for g in gpus:
-            name = self.gpu_names[g]
-            first = None
-            for c in range(64):
-                x = local_net(self._view, name, c)
-                if x is None or (c > 0 and x == first):
-                    break
-                first = first or x
+            for x in channel_nets(self._view, self.gpu_names[g]):
                 if self.net_index[x] not in out:
                     out.append(self.net_index[x])
         for t in range(_SYS + 1):

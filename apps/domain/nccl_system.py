@@ -39,26 +39,19 @@ import networkx as nx
 
 from apps.domain import bandwidth as bw
 from apps.domain import hostgraph, paths
-from apps.domain.nic_paths import mirror_bits
+from apps.domain.paths import nccl_rank
+from apps.domain.nccl_local import PathView, local_gpu
 from apps.domain.names import natural_key
 
-__all__ = ["Path", "Net", "System", "build_system", "document_graph", "nets_of", "type_rank", "local_net",
-           "NVS", "MAXCHANNELS"]
+__all__ = ["Path", "Net", "System", "build_system", "document_graph", "nets_of", "NVS"]
 
 NVS = "NVS"  # the NVSwitch fabric node of NCCL's system
-MAXCHANNELS = 64  # src/include/device.h L91 at v2.30.7-1
 _TYPES = paths.NCCL_TYPES  # LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS NET DIS (graph.h)
-_RANK = {t: i for i, t in enumerate(_TYPES)}
 LinkKey = tuple[str, str]
 
 
-def type_rank(t: str | None) -> int:
-    """Place of an NCCL path type (``LOC`` 0 ... ``DIS``); unknown types rank as ``DIS``."""
-    return _RANK.get(t or "DIS", _RANK["DIS"])
-
-
 def _worst(*types: str) -> str:
-    return max(types, key=type_rank)
+    return max(types, key=nccl_rank)
 
 
 @dataclass(frozen=True)
@@ -392,67 +385,6 @@ def _net_paths(G: nx.Graph, doc: Mapping, gpus: tuple[str, ...], nets: list[Net]
     return to_net, from_net, gdr
 
 
-def _local(items: list[tuple[str, Path]]) -> list[str]:
-    """``ncclTopoGetLocal``: the candidates with the most path bandwidth, then the lowest type
-    (topo.cc L1943-1972)."""
-    if not items:
-        return []
-    top = max(p.bw for _, p in items)
-    best = [(x, p) for x, p in items if abs(p.bw - top) < 1e-6]
-    low = min(type_rank(p.type) for _, p in best)
-    return [x for x, p in best if type_rank(p.type) == low]
-
-
-def local_net(system_like: Any, g: str, channel: int) -> str | None:
-    """``ncclTopoGetLocalNet`` (topo.cc L2039-2075): GPU ``g``'s NET on ``channel``.
-
-    The GPU's local NETs are shared by the GPUs local to the first of them; each GPU starts at its
-    device index modulo that count (bits mirrored when the NET count is a power of two) and moves
-    one NET per channel over ``ceil(NETs / GPUs)`` NETs (``NCCL_NETDEVS_POLICY`` AUTO)."""
-    nets = system_like.local_nets(g)
-    if not nets:
-        return None
-    gpus = system_like.local_gpus(nets[0]) or [g]
-    per_gpu = -(-len(nets) // len(gpus))
-    net = system_like.dev[g] % len(gpus)
-    if len(nets) & (len(nets) - 1) == 0:
-        net = mirror_bits(net, len(nets))
-    net += channel % per_gpu
-    return nets[net % len(nets)]
-
-
-class _NetView:
-    """The GPU<->NET path tables ``local_net`` reads (``ncclTopoGetLocal`` on them)."""
-
-    def __init__(self, gpus: tuple[str, ...], dev: Mapping[str, int], nets: list[Net],
-                 to_net: Mapping[tuple[str, str], Path], from_net: Mapping[tuple[str, str], Path]):
-        self.gpus, self.dev, self.nets = gpus, dev, nets
-        self.to_net, self.from_net = to_net, from_net
-        self._nets: dict[str, list[str]] = {}
-        self._gpus: dict[str, list[str]] = {}
-
-    def local_nets(self, g: str) -> list[str]:
-        if g not in self._nets:
-            self._nets[g] = _local([(n.name, self.to_net[(g, n.name)]) for n in self.nets
-                                    if (g, n.name) in self.to_net])
-        return self._nets[g]
-
-    def local_gpus(self, net: str) -> list[str]:
-        if net not in self._gpus:
-            self._gpus[net] = _local([(g, self.from_net[(net, g)]) for g in self.gpus if (net, g) in self.from_net])
-        return self._gpus[net]
-
-    def local_gpu(self, net: str) -> str | None:
-        """``ncclTopoGetLocalGpu`` (topo.cc L2110-2135): the first local GPU of ``net`` that picks
-        it on some channel."""
-        cands = self.local_gpus(net)
-        for c in range(MAXCHANNELS):
-            for g in cands:
-                if local_net(self, g, c) == net:
-                    return g
-        return None
-
-
 def _pxn(gpus: tuple[str, ...], dev: Mapping[str, int], nets: list[Net], gpu_paths: Mapping[tuple[str, str], Path],
          to_net: dict[tuple[str, str], Path], from_net: Mapping[tuple[str, str], Path],
          gdr: Mapping[tuple[str, str], bool], cap: Mapping[LinkKey, float], env: Mapping[str, str]) -> None:
@@ -460,20 +392,20 @@ def _pxn(gpus: tuple[str, ...], dev: Mapping[str, int], nets: list[Net], gpu_pat
     makes the relay's limit ``P2C``, ``NCCL_PXN_DISABLE=1`` turns PXN off)."""
     if str(env.get("NCCL_PXN_DISABLE", "0")) == "1":
         return
-    view = _NetView(gpus, dev, nets, dict(to_net), from_net)
+    view = PathView(gpus, dev, [n.name for n in nets], dict(to_net), from_net)
     for net in nets:
-        p = view.local_gpu(net.name)
+        p = local_gpu(view, net.name)
         if p is None or (p, net.name) not in view.to_net:
             continue
         relay = view.to_net[(p, net.name)]
-        if type_rank(relay.type) > type_rank("P2C") or not gdr.get((p, net.name)):
+        if nccl_rank(relay.type) > nccl_rank("P2C") or not gdr.get((p, net.name)):
             continue
         for g in gpus:
             own = view.to_net.get((g, net.name))
             link = gpu_paths.get((g, p))
-            if g == p or own is None or link is None or type_rank(link.type) > type_rank("NVL"):
+            if g == p or own is None or link is None or nccl_rank(link.type) > nccl_rank("NVL"):
                 continue
-            if relay.bw > own.bw or type_rank(own.type) > type_rank("PXN"):
+            if relay.bw > own.bw or nccl_rank(own.type) > nccl_rank("PXN"):
                 to_net[(g, net.name)] = _path("PXN", link.links + relay.links, cap, via=p)
 
 
@@ -532,8 +464,8 @@ def build_system(doc: Mapping[str, Any], G: nx.Graph | None = None, env: Mapping
     to_net, from_net, gdr = _net_paths(G, doc, gpus, nets, cap)
     nets = [n for n in nets if any((g, n.name) in to_net for g in gpus)]
     _pxn(gpus, dev, nets, gpu_paths, to_net, from_net, gdr, cap, env)
-    view = _NetView(gpus, dev, nets, to_net, from_net)
-    local = {n.name: view.local_gpu(n.name) for n in nets}
+    view = PathView(gpus, dev, [n.name for n in nets], to_net, from_net)
+    local = {n.name: local_gpu(view, n.name) for n in nets}
     nvswitch = any(d.get("kind") == "nvswitch" for _, d in G.nodes(data=True)) and any(k[1] == NVS for k in cap)
     return System(gpus=gpus, dev=dev, sm=min(sms) if sms else None, sm_max=max(sms) if sms else None, amd=amd,
                   cap=cap, gpu_paths=gpu_paths, nets=tuple(nets), to_net=to_net, from_net=from_net,

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apps.domain.nccl_search import TREE, Graph
-from apps.domain.nccl_system import System, type_rank
+from apps.domain.nccl_system import System
+from apps.domain.paths import nccl_rank
 
 __all__ = ["Cost", "tune", "time_us", "choose", "enabled", "cc_index", "ALGORITHMS", "PROTOCOLS",
            "NVLS_EFFICIENCY", "nccl_tests_factor"]
@@ -137,10 +138,10 @@ def _ll128(system: System, graph: Graph) -> bool:
     sm = 0 if system.amd else (system.sm or 0)
     sm_max = system.sm_max or sm
     if sm >= 90:
-        ok = type_rank(graph.type_inter) <= type_rank("PXN")
+        ok = nccl_rank(graph.type_inter) <= nccl_rank("PXN")
     else:
-        ok = type_rank(graph.type_inter) <= type_rank("PXB")
-    ok = ok and type_rank(graph.type_intra) <= type_rank("NVB")
+        ok = nccl_rank(graph.type_inter) <= nccl_rank("PXB")
+    ok = ok and nccl_rank(graph.type_intra) <= nccl_rank("NVB")
     ok = ok and (sm == sm_max or sm >= 90)
     return ok and sm >= 70
 
@@ -172,7 +173,7 @@ def tune(system: System, graphs: Mapping[str, Graph], nodes: int, env: Mapping[s
         if a not in algos or g is None or g.n_channels == 0:
             continue
         # intraHw: NVLINK only when the graph's intra-node path type is NVL (L283-285)
-        intra_hw = "NVLINK" if type_rank(g.type_intra) == type_rank("NVL") else "PCI"
+        intra_hw = "NVLINK" if nccl_rank(g.type_intra) == nccl_rank("NVL") else "PCI"
         for pi, p in enumerate(PROTOCOLS):
             if p not in protos or (a.startswith("NVLS") and p != "SIMPLE"):
                 continue

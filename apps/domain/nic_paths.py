@@ -27,7 +27,6 @@ says ``gdr="0"`` for the GPU or NIC), node attr ``compute`` and ``role`` on NICs
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from apps.domain.hostgraph import memoized
+from apps.domain.nccl_local import channel_nets, closest, local_gpu, local_net
 from apps.domain.paths import (
     Route,
     ancestry,
@@ -55,7 +55,7 @@ from apps.domain.paths import (
     tree_route,
 )
 
-__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "mirror_bits", "GDR_LEVEL_DEFAULT"]
+__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "GDR_LEVEL_DEFAULT"]
 
 GDR_LEVEL_DEFAULT = "P2C"  # NCCL_NET_GDR_C2C=1 (default since 2.27): P2C, which only C2C platforms have
 
@@ -110,21 +110,6 @@ def _gpu_nic_type(G: nx.Graph, g: str, cls: str) -> str | None:
     return t
 
 
-def _is_pow2(n: int) -> bool:
-    return n > 0 and (n & (n - 1)) == 0
-
-
-def mirror_bits(val: int, pow2: int) -> int:
-    """NCCL's mirrorBits: reverse the low log2(pow2) bits of ``val``."""
-    mirror, b, mb = 0, 1, pow2 >> 1
-    while b < pow2:
-        if val & b:
-            mirror |= mb
-        b <<= 1
-        mb >>= 1
-    return mirror
-
-
 def _gpu_dev(G: nx.Graph, g: str) -> int:
     idx = G.nodes[g].get("index")
     return int(idx) if idx is not None else gpu_names(G).index(g)
@@ -156,7 +141,7 @@ class _Cells:
     def _local_nics(self, g: str, types: Mapping | None) -> list[str]:
         cand = [(n, (types or {}).get((g, n)) or self.cells[g, n][1], self.cells[g, n][2]) for n in self.nics
                 if self.cells[g, n][1] is not None]
-        return _most_bandwidth_then_closest(cand)
+        return closest(cand)
 
     def local_gpus(self, n: str) -> list[str]:
         key = ("gpus", n)
@@ -166,49 +151,24 @@ class _Cells:
 
     def _local_gpus(self, n: str) -> list[str]:
         cand = [(g, self.cells[g, n][1], self.cells[g, n][2]) for g in self.gpus if self.cells[g, n][1] is not None]
-        return _most_bandwidth_then_closest(cand)
+        return closest(cand)
 
 
-def _local_net(G: nx.Graph, cells: _Cells, g: str, channel: int = 0, types: Mapping | None = None) -> str | None:
-    """``ncclTopoGetLocalNetType`` (topo.cc L2039-2075 at v2.30.7-1 [S3]): GPU ``g``'s NIC on ``channel``.
+class _CellView:
+    """:mod:`apps.domain.nccl_local`'s view of the cells: ``types`` are the PXN path types that
+    replace a cell's own when NCCL ranks a GPU's NICs."""
 
-    The ``n`` NICs closest to the GPU are shared by the ``k`` GPUs closest to the first of them:
-    the GPU starts at its device index modulo ``k`` (bits mirrored when ``n`` is a power of two) and
-    each channel moves one NIC on, over ``ceil(n / k)`` NICs (``NCCL_NETDEVS_POLICY`` AUTO). Two
-    GPUs of one PCIe switch with four NICs take the first and the third; one GPU with nine ports
-    on its switch starts at the first and uses all nine."""
-    nets = cells.local_nics(g, types)
-    if not nets:
-        return None
-    gpus = cells.local_gpus(nets[0]) or [g]
-    net = _gpu_dev(G, g) % len(gpus)
-    if _is_pow2(len(nets)):
-        net = mirror_bits(net, len(nets))
-    net += channel % max(1, -(-len(nets) // len(gpus)))
-    return nets[net % len(nets)]
+    def __init__(self, G: nx.Graph, cells: _Cells, types: Mapping | None = None):
+        self.G, self.cells, self.types = G, cells, types
 
+    def local_nets(self, g: str) -> list[str]:
+        return self.cells.local_nics(g, self.types)
 
-def _channel_nets(G: nx.Graph, cells: _Cells, g: str, types: Mapping | None = None) -> list[str]:
-    """The NICs GPU ``g``'s channels use in turn (``_local_net`` for channel 0, 1, ... until it
-    comes back to the first), as ``ncclTopoPrefNetsChannelFirst`` lists them (search.cc L507-529)."""
-    out: list[str] = []
-    for c in range(64):
-        n = _local_net(G, cells, g, c, types)
-        if n is None or (out and n == out[0]):
-            break
-        if n not in out:
-            out.append(n)
-    return out
+    def local_gpus(self, n: str) -> list[str]:
+        return self.cells.local_gpus(n)
 
-
-def _local_gpu(G: nx.Graph, cells: _Cells, n: str) -> str | None:
-    """ncclTopoGetLocalGpu: the closest GPU that picks this NIC on some channel."""
-    gpus = cells.local_gpus(n)
-    for c in range(4):
-        for g in gpus:
-            if _local_net(G, cells, g, c) == n:
-                return g
-    return None
+    def device(self, g: str) -> int:
+        return _gpu_dev(self.G, g)
 
 
 _FAR = "far"  # sentinel: beyond the default GDR level; the caller words the reason
@@ -256,17 +216,6 @@ def _candidates(G: nx.Graph, include_inactive: bool) -> list[str]:
     return out
 
 
-def _most_bandwidth_then_closest(cand: list[tuple[str, str, float | None]]) -> list[str]:
-    """NCCL's ``ncclTopoGetLocal`` order over (name, path type, path GB/s): the most bandwidth,
-    then the lowest path type among those; unknown bandwidth counts as 0 (type decides)."""
-    if not cand:
-        return []
-    top = max((bw or 0.0) for _, _, bw in cand)
-    cand = [(x, t) for x, t, bw in cand if math.isclose(bw or 0.0, top, rel_tol=1e-6)]
-    best = min(nccl_rank(t) for _, t in cand)
-    return [x for x, t in cand if nccl_rank(t) == best]
-
-
 def _cells(G: nx.Graph, nics: list[str]) -> _Cells:
     gpus = gpu_names(G)
     return _Cells({(g, n): _cell(G, g, n) for g in gpus for n in nics}, gpus, nics)
@@ -285,11 +234,11 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
     # PXN (paths.cc L812-842, v2.30.7-1): GPU g reaches a NIC n through n's local GPU p when p is
     # at most P2C from n (PIX/PXB on x86; NCCL_PXN_C2C=1, L719 and L828), NVLink-connected to g,
     # and has more bandwidth to n than g or g's own path goes through the CPU (beyond PXN).
-    local_gpu = {n: _local_gpu(G, cells, n) for n in nics}
+    local = {n: local_gpu(_CellView(G, cells), n) for n in nics}
     pxn: dict[tuple[str, str], str] = {}
     types: dict[tuple[str, str], str] = {}
     for n in nics:
-        p = local_gpu[n]
+        p = local[n]
         if p is None:
             continue
         pcls, ptype, pbw = cells.cells[p, n]
@@ -307,8 +256,9 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
                 pxn[g, n] = p
                 types[g, n] = "PXN"
     out: dict[str, dict] = {}
+    view = _CellView(G, cells, types)
     for g in gpus:
-        n = _local_net(G, cells, g, 0, types)
+        n = local_net(view, g, 0)
         if n is None:
             continue
         cls, t, _bw = cells.cells[g, n]
@@ -334,7 +284,7 @@ def nic_choice(G: nx.Graph, *, include_inactive: bool = False) -> dict[str, dict
                               f"PXN: {g} sends over NVLink to {via}, which is "
                               f"{cells.cells[via, n][0]} to {n}" + (" and uses GPUDirect RDMA" if pgdr else ""),
                               cls, "PXN", tuple(first + _direct_nic_route(G, via, n, pgdr)), via=via)
-        out[g] = {"nic": n, "nics": _channel_nets(G, cells, g, types), "path_class": cls,
+        out[g] = {"nic": n, "nics": channel_nets(view, g), "path_class": cls,
                   "nccl_path": t if via is None else "PXN", "gdr": gdr,
                   "reason": reason, "pxn_via": via, "route": route, "pxn_route": pxn_route}
     return out

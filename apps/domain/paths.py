@@ -84,7 +84,10 @@ _RANKS = {t: i for i, t in enumerate(NCCL_TYPES)}
 
 
 def nccl_rank(t: str | None) -> int:
-    return _RANKS.get(t, len(NCCL_TYPES))
+    """Place of an NCCL path type in NCCL's order (``LOC`` 0 ... ``DIS``, graph.h); an unknown type
+    or None ranks as ``DIS`` (no path). The one path-type order of the engine: the NIC choice here
+    and NCCL's system, search and tuning read it."""
+    return _RANKS.get(t, _RANKS["DIS"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,6 +69,21 @@ def test_nine_ports_on_one_switch_spread_like_nccl():
     assert all(n["compute"] for n in doc["nics"])
 
 
+def test_a_port_taken_on_a_late_channel_is_still_reached_through_pxn():
+    """
+    Same capture: GPU0 is PIX to NIC0-7 (mlx5_0..7), GPU1 is NODE to every port (none of its own).
+    GPU0 takes mlx5_4..7 on its channels 4-7 only. ncclTopoGetLocalGpu looks at every channel up to
+    MAXCHANNELS (topo.cc L2110-2135 at v2.30.7-1), so GPU0 is their local GPU too and GPU1 reaches
+    them through PXN like mlx5_0..3; looking at four channels left mlx5_4..7 without a local GPU and
+    out of GPU1's channels.
+    """
+    doc = analyze_host({"nvidia_smi_topo": H20_36.read_text()}, "h20").doc
+    by_gpu = {e["gpu"]: e for e in doc["gpu_nic"]}
+    assert by_gpu["GPU0"]["nics"][:8] == [f"mlx5_{i}" for i in range(8)]
+    assert by_gpu["GPU1"]["pxn_via"] == "GPU0"
+    assert by_gpu["GPU1"]["nics"][:8] == [f"mlx5_{i}" for i in range(8)]
+
+
 def test_ports_far_from_every_gpu_stay_out():
     """
     Real capture (8x B200, NCCL issue): one port PXB to each GPU; mlx5_0-3 (one switch), mlx5_5/6

@@ -24,7 +24,7 @@ from apps.domain import nccl_search_tables as tables_mod
 from apps.domain.analysis import analyze_host
 from apps.domain.estimate import clear_caches, link_figures
 from apps.domain.nccl_search import BALANCED_TREE, RING
-from apps.domain.nccl_system import type_rank
+from apps.domain.paths import nccl_rank
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 MI250 = FIXTURES / "nccl_topo_xml" / "rccl_topo_expl_topo_16p1h_mi250_broadcom_sw.xml"
@@ -45,7 +45,7 @@ def test_the_xgmi_links_are_36_gbs_each_as_the_counts_say():
 
 def test_ring_cut_is_a_package_s_six_links():
     tb = tables_mod.tables(_system("nccl_topo_xml", MI250))
-    nvl = type_rank("NVL")
+    nvl = nccl_rank("NVL")
     assert tb.ring_cut(nvl, tables_mod.units(18.0)) == 12
     assert tb.ring_cut(nvl, tables_mod.units(24.0)) == 6
     assert tb.ring_cut(nvl, tables_mod.units(36.0)) == 6  # one channel per link each way still
@@ -55,7 +55,7 @@ def test_ring_cut_is_a_package_s_six_links():
 def test_ring_cut_does_not_apply_where_paths_share_links():
     # 8 P40s over PCIe switches and the CPUs: GPU paths share the switches' uplinks
     tb = tables_mod.tables(_system("nvidia_smi_topo", P40))
-    assert tb.ring_cut(type_rank("SYS"), tables_mod.units(10.0)) is None
+    assert tb.ring_cut(nccl_rank("SYS"), tables_mod.units(10.0)) is None
 
 
 def _ring_and_speeds(monkeypatch, system, inter: bool) -> tuple:
@@ -96,7 +96,7 @@ def _della():
 
 def test_net_flow_counts_the_switch_links_the_nics_share():
     system = _della()
-    pxn = type_rank("PXN")
+    pxn = nccl_rank("PXN")
     tb = tables_mod.tables(system)
     assert len(tb.net_names) == 6
     assert system.cap[("GPU0", "switch:inferred:0")] == 48.0  # the x16 link of GPU0's switch
@@ -116,8 +116,8 @@ def test_rings_across_nodes_stop_at_what_the_switch_links_carry(monkeypatch):
 def test_same_channels_start_at_one_gpu_from_the_nets_that_reach_it():
     tb = tables_mod.tables(_della())
     # at PIX only the switch's own NICs reach a GPU: GPU0 and GPU4 have two each
-    assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(48.0)) == 2
-    assert tb.same_start_units(type_rank("PIX"), False, tables_mod.units(24.0)) == 4
+    assert tb.same_start_units(nccl_rank("PIX"), False, tables_mod.units(48.0)) == 2
+    assert tb.same_start_units(nccl_rank("PIX"), False, tables_mod.units(24.0)) == 4
 
 
 # --- the bounds never change what a search finds -------------------------------------------------
