@@ -90,10 +90,20 @@ def channel_nets(view: View, g: str) -> list[str]:
     return out
 
 
+def _period(view: View, g: str) -> int:
+    """After how many channels :func:`local_net` gives GPU ``g`` its first NIC again."""
+    nets = view.local_nets(g)
+    return -(-len(nets) // len(view.local_gpus(nets[0]) or [g])) if nets else 1
+
+
 def local_gpu(view: View, net: str) -> str | None:
-    """``ncclTopoGetLocalGpu``: the first GPU local to ``net`` that picks it on some channel."""
+    """``ncclTopoGetLocalGpu``: the first GPU local to ``net`` that picks it on some channel.
+
+    NCCL asks channels 0 .. MAXCHANNELS - 1 in turn; past the longest period of the candidates
+    every channel repeats an earlier one, so the channels after it are not asked (same answer)."""
     cands = view.local_gpus(net)
-    for c in range(MAXCHANNELS):
+    span = min(MAXCHANNELS, max((_period(view, g) for g in cands), default=1))
+    for c in range(span):
         for g in cands:
             if local_net(view, g, c) == net:
                 return g
