@@ -48,8 +48,8 @@ from apps.domain.paths import (
     nvlinks,
     nvswitch_links,
     path_class,
-    route_gbs,
     route_hops,
+    route_min,
     socket_path,
     steps_of,
     tree_route,
@@ -93,10 +93,7 @@ def _compute_cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, 
         # a port whose rate nobody reported, beside ports whose rates are known: its bandwidth is
         # unknown, not its PCIe path's (which would rank it above every NIC of known rate)
         return cls, _gpu_nic_type(G, g, cls), None
-    nodes = tree_route(G, g, n) or []
-    specs = [G.edges[u, v].get("spec_gbs") for u, v in steps_of(nodes)]
-    specs.append(rate)
-    vals = [s for s in specs if s is not None]
+    vals = [x for x in (route_min(G, g, n, "spec"), rate) if x is not None]
     return cls, _gpu_nic_type(G, g, cls), (min(vals) if vals else None)
 
 
@@ -380,8 +377,8 @@ def gpu_nic_matrix(G: nx.Graph) -> list[dict]:
             cls = path_class(G, g, n)
             t = _gpu_nic_type(G, g, cls) if cls else None
             gdr = _gdr_block(G, g, n, t) is None
-            r = Route(g, n, "", gdr, "", cls, t, tuple(_direct_nic_route(G, g, n, gdr)))
-            gbs = route_gbs(G, r) if cls is not None else None
+            # route_gbs of _direct_nic_route(G, g, n, gdr), read off the devices' chains
+            gbs = route_min(G, g, n, "expected", staged=not gdr) if cls is not None else None
             port = ports[n]
             bw = min((v for v in (gbs, port) if v is not None), default=None)
             out.append({"gpu": g, "nic": n, "path_class": cls, "nccl_path": t, "gdr": gdr, "bandwidth_gbs": bw})

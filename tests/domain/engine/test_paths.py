@@ -329,3 +329,47 @@ def test_nccl_prefers_the_faster_nic_before_the_closer_one() -> None:
 
     G.nodes["mlx5_0"]["rate_gbps"] = 400
     assert nic_paths.nic_choice(G)["GPU0"]["nic"] == "mlx5_0"
+
+
+def _walk_min(G: nx.Graph, steps, figure: str):
+    """The smallest figure over a route's graph edges, walked edge by edge (what route_min reads off the chains)."""
+    vals = []
+    for u, v in steps:
+        if u in ("mem", "nvsw", "nvsw_in"):
+            continue
+        d = G.edges[u, v]
+        vals.append(d.get("spec_gbs") if figure == "spec" else (
+            d.get("expected_gbs") if d.get("expected_gbs") is not None else d.get("spec_gbs")))
+    return min((x for x in vals if x is not None), default=None)
+
+
+def test_route_minima_read_off_the_chains_equal_a_walk_over_every_route() -> None:
+    """Every GPU x NIC (and GPU x GPU) route of every bundle, across sockets and host-staged
+    included: route_min gives what walking the route's edges gives, for both figures."""
+    from apps.domain.analysis import analyze_host
+    from apps.domain.bundle import read_bundle
+    from pathlib import Path
+
+    bundles = sorted(p for p in (Path(__file__).resolve().parents[2] / "fixtures" / "bundles").iterdir() if p.is_dir())
+    checked = across = 0
+    for folder in bundles:
+        hostname, sections = read_bundle(folder)
+        G = analyze_host(sections, hostname or folder.name).graph
+        devices = paths.gpu_names(G) + paths.nic_names(G)
+        for a in paths.gpu_names(G):
+            for b in devices:
+                if a == b:
+                    continue
+                tree = paths.tree_route(G, a, b)
+                ca, cb = paths.cpu_of(G, a), paths.cpu_of(G, b)
+                mid = paths.socket_path(G, ca, cb) if ca and cb else None
+                staged = [] if mid is None else (paths.steps_of(paths.ancestry(G, a)) + paths.steps_of(mid)
+                                                 + paths.steps_of(reversed(paths.ancestry(G, b))))
+                for figure in ("spec", "expected"):
+                    assert paths.route_min(G, a, b, figure) == _walk_min(G, paths.steps_of(tree or ()), figure), \
+                        (folder.name, a, b, figure)
+                    assert paths.route_min(G, a, b, figure, staged=True) == _walk_min(G, staged, figure), \
+                        (folder.name, a, b, figure, "staged")
+                checked += 1
+                across += paths.cpu_of(G, a) != paths.cpu_of(G, b)
+    assert checked > 1000 and across > 100  # both kinds of route were met
