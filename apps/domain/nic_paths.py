@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from apps.domain.hostgraph import memoized
+from apps.domain.hostgraph import lca, memoized
 from apps.domain.nccl_local import channel_nets, closest, local_gpu, local_net
 from apps.domain.paths import (
     Route,
@@ -41,6 +41,7 @@ from apps.domain.paths import (
     bottleneck,
     count_flows,
     cpu_of,
+    edge_gbs,
     gpu_names,
     nccl_rank,
     nccl_type,
@@ -49,13 +50,12 @@ from apps.domain.paths import (
     nvswitch_links,
     path_class,
     route_hops,
-    route_min,
     socket_path,
     steps_of,
     tree_route,
 )
 
-__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "GDR_LEVEL_DEFAULT"]
+__all__ = ["nic_choice", "gpu_nic_choice", "gpu_nic_matrix", "nccl_nics", "route_min", "GDR_LEVEL_DEFAULT"]
 
 GDR_LEVEL_DEFAULT = "P2C"  # NCCL_NET_GDR_C2C=1 (default since 2.27): P2C, which only C2C platforms have
 
@@ -77,6 +77,80 @@ def _direct_nic_route(G: nx.Graph, g: str, n: str, gdr: bool, note: str | None =
     if mid is None:
         return []
     return steps_of(ancestry(G, g)) + [("mem", cg)] + steps_of(mid) + steps_of(reversed(ancestry(G, n)))
+
+
+def route_min(G: nx.Graph, a: str, b: str, figure: str, *, staged: bool = False) -> float | None:
+    """The smallest edge figure on a device-to-device route, without walking the route: ``figure``
+    ``"spec"`` (``spec_gbs``) or ``"expected"`` (``expected_gbs``, else ``spec_gbs``: what
+    :func:`route_gbs` reads); edges without the figure are skipped, None when none has it.
+
+    The route is :func:`tree_route` (``staged`` False: GPUDirect, up to the lowest common ancestor
+    and down, or across the sockets) or the host-staged one (``staged`` True: ``a`` up to its CPU,
+    the inter-socket links to ``b``'s CPU, down to ``b``; the host memory copy has no figure). Each
+    device's minima up its chain are kept while the graph is frozen, so a GPU x NIC matrix costs
+    one lookup a cell. The same value as ``route_gbs`` / a walk over the route's edges."""
+    ua, ub = _up_minima(G, a, figure), _up_minima(G, b, figure)
+    if ua is None or ub is None:  # a chain step without its edge: walk the route as it is
+        nodes = tree_route(G, a, b) if not staged else _staged_nodes(G, a, b)
+        vals = [_figure(G.edges[u, v], figure) for u, v in steps_of(nodes or ())]
+        return min((v for v in vals if v is not None), default=None)
+    ca, cb = ancestry(G, a), ancestry(G, b)
+    top_a, top_b = ca[-1], cb[-1]
+    if G.nodes[top_a].get("kind") != "cpu" or G.nodes[top_b].get("kind") != "cpu":
+        return None  # outside the tree: no route (tree_route None; the staged route needs both CPUs)
+    if not staged:
+        common = lca(G, a, b)
+        if common is not None:
+            return _least(ua[common], ub[common])
+        if G.has_edge(top_a, top_b):
+            return _least(ua[top_a], _figure(G.edges[top_a, top_b], figure), ub[top_b])
+    mid = socket_path(G, top_a, top_b)
+    if mid is None:
+        return None
+    return _least(ua[top_a], _socket_min(G, mid, figure), ub[top_b])
+
+
+def _figure(d: Mapping, figure: str) -> float | None:
+    return d.get("spec_gbs") if figure == "spec" else edge_gbs(d)
+
+
+def _least(*vals: float | None) -> float | None:
+    return min((v for v in vals if v is not None), default=None)
+
+
+def _up_minima(G: nx.Graph, n: str, figure: str) -> dict[str, float | None] | None:
+    """{each node of ``n``'s ancestry: the smallest figure over the edges from ``n`` up to it}; None
+    when a step of the chain has no edge."""
+    return memoized(G, ("up_min", n, figure), lambda: _chain_minima(G, n, figure))
+
+
+def _chain_minima(G: nx.Graph, n: str, figure: str) -> dict[str, float | None] | None:
+    chain = ancestry(G, n)
+    out: dict[str, float | None] = {chain[0]: None}
+    least = None
+    adj = G.adj
+    for u, v in zip(chain, chain[1:]):
+        d = adj[u].get(v)
+        if d is None:
+            return None
+        x = _figure(d, figure)
+        if x is not None and (least is None or x < least):
+            least = x
+        out[v] = least
+    return out
+
+
+def _socket_min(G: nx.Graph, mid: list[str], figure: str) -> float | None:
+    return _least(*(_figure(G.edges[u, v], figure) for u, v in zip(mid, mid[1:])))
+
+
+def _staged_nodes(G: nx.Graph, a: str, b: str) -> list[str] | None:
+    """The nodes of the host-staged route (``a`` up to its CPU, across, down to ``b``)."""
+    cg, cn = cpu_of(G, a), cpu_of(G, b)
+    mid = socket_path(G, cg, cn) if cg is not None and cn is not None else None
+    if mid is None:
+        return None
+    return ancestry(G, a) + mid[1:] + list(reversed(ancestry(G, b)))[1:]
 
 
 def _cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, float | None]:

@@ -62,6 +62,7 @@ __all__ = [
     "nvswitch_links",
     "nccl_rank",
     "route_gbs",
+    "edge_gbs",
 ]
 
 # NCCL path types (graph.h) with their order; PHB and NODE are both NCCL's PHB.
@@ -203,7 +204,8 @@ def _name(G: nx.Graph, n: str) -> str:
     return d.get("label") or n
 
 
-def _gbs(d: Mapping) -> float | None:
+def edge_gbs(d: Mapping) -> float | None:
+    """An edge's GB/s as routes count it: expected, else spec."""
     v = d.get("expected_gbs")
     return v if v is not None else d.get("spec_gbs")
 
@@ -272,7 +274,7 @@ def bottleneck(hops: list[dict]) -> tuple[int | None, float | None]:
     """Index and GB/s of the slowest hop (expected, else spec); hops without a figure are skipped."""
     best: tuple[int | None, float | None] = (None, None)
     for i, h in enumerate(hops):
-        v = _gbs(h)
+        v = edge_gbs(h)
         if v is not None and (best[1] is None or v < best[1]):
             best = (i, v)
     return best
@@ -290,84 +292,10 @@ def route_gbs(G: nx.Graph, route: Route) -> float | None:
             if v is None:
                 v = _sum(e.get("spec_gbs") for e in edges)
         else:
-            v = _gbs(G.edges[step[0], step[1]])
+            v = edge_gbs(G.edges[step[0], step[1]])
         if v is not None and (best is None or v < best):
             best = v
     return best
-
-
-def route_min(G: nx.Graph, a: str, b: str, figure: str, *, staged: bool = False) -> float | None:
-    """The smallest edge figure on a device-to-device route, without walking the route: ``figure``
-    ``"spec"`` (``spec_gbs``) or ``"expected"`` (``expected_gbs``, else ``spec_gbs``: what
-    :func:`route_gbs` reads); edges without the figure are skipped, None when none has it.
-
-    The route is :func:`tree_route` (``staged`` False: GPUDirect, up to the lowest common ancestor
-    and down, or across the sockets) or the host-staged one (``staged`` True: ``a`` up to its CPU,
-    the inter-socket links to ``b``'s CPU, down to ``b``; the host memory copy has no figure). Each
-    device's minima up its chain are kept while the graph is frozen, so a GPU x NIC matrix costs
-    one lookup a cell. The same value as ``route_gbs`` / a walk over the route's edges."""
-    ua, ub = _up_minima(G, a, figure), _up_minima(G, b, figure)
-    if ua is None or ub is None:  # a chain step without its edge: walk the route as it is
-        nodes = tree_route(G, a, b) if not staged else _staged_nodes(G, a, b)
-        vals = [_figure(G.edges[u, v], figure) for u, v in steps_of(nodes or ())]
-        return min((v for v in vals if v is not None), default=None)
-    ca, cb = ancestry(G, a), ancestry(G, b)
-    top_a, top_b = ca[-1], cb[-1]
-    if G.nodes[top_a].get("kind") != "cpu" or G.nodes[top_b].get("kind") != "cpu":
-        return None  # outside the tree: no route (tree_route None; the staged route needs both CPUs)
-    if not staged:
-        common = hostgraph.lca(G, a, b)
-        if common is not None:
-            return _least(ua[common], ub[common])
-        if G.has_edge(top_a, top_b):
-            return _least(ua[top_a], _figure(G.edges[top_a, top_b], figure), ub[top_b])
-    mid = socket_path(G, top_a, top_b)
-    if mid is None:
-        return None
-    return _least(ua[top_a], _socket_min(G, mid, figure), ub[top_b])
-
-
-def _figure(d: Mapping, figure: str) -> float | None:
-    return d.get("spec_gbs") if figure == "spec" else _gbs(d)
-
-
-def _least(*vals: float | None) -> float | None:
-    return min((v for v in vals if v is not None), default=None)
-
-
-def _up_minima(G: nx.Graph, n: str, figure: str) -> dict[str, float | None] | None:
-    """{each node of ``n``'s ancestry: the smallest figure over the edges from ``n`` up to it}; None
-    when a step of the chain has no edge."""
-    return _memoized(G, ("up_min", n, figure), lambda: _chain_minima(G, n, figure))
-
-
-def _chain_minima(G: nx.Graph, n: str, figure: str) -> dict[str, float | None] | None:
-    chain = ancestry(G, n)
-    out: dict[str, float | None] = {chain[0]: None}
-    least = None
-    adj = G.adj
-    for u, v in zip(chain, chain[1:]):
-        d = adj[u].get(v)
-        if d is None:
-            return None
-        x = _figure(d, figure)
-        if x is not None and (least is None or x < least):
-            least = x
-        out[v] = least
-    return out
-
-
-def _socket_min(G: nx.Graph, mid: list[str], figure: str) -> float | None:
-    return _least(*(_figure(G.edges[u, v], figure) for u, v in zip(mid, mid[1:])))
-
-
-def _staged_nodes(G: nx.Graph, a: str, b: str) -> list[str] | None:
-    """The nodes of the host-staged route (``a`` up to its CPU, across, down to ``b``)."""
-    cg, cn = cpu_of(G, a), cpu_of(G, b)
-    mid = socket_path(G, cg, cn) if cg is not None and cn is not None else None
-    if mid is None:
-        return None
-    return ancestry(G, a) + mid[1:] + list(reversed(ancestry(G, b)))[1:]
 
 
 # --------------------------------------------------------------------------------------------

@@ -366,9 +366,9 @@ def test_route_minima_read_off_the_chains_equal_a_walk_over_every_route() -> Non
                 staged = [] if mid is None else (paths.steps_of(paths.ancestry(G, a)) + paths.steps_of(mid)
                                                  + paths.steps_of(reversed(paths.ancestry(G, b))))
                 for figure in ("spec", "expected"):
-                    assert paths.route_min(G, a, b, figure) == _walk_min(G, paths.steps_of(tree or ()), figure), \
+                    assert nic_paths.route_min(G, a, b, figure) == _walk_min(G, paths.steps_of(tree or ()), figure), \
                         (folder.name, a, b, figure)
-                    assert paths.route_min(G, a, b, figure, staged=True) == _walk_min(G, staged, figure), \
+                    assert nic_paths.route_min(G, a, b, figure, staged=True) == _walk_min(G, staged, figure), \
                         (folder.name, a, b, figure, "staged")
                 checked += 1
                 across += paths.cpu_of(G, a) != paths.cpu_of(G, b)
