@@ -23,8 +23,9 @@ Fabric (write: agent token, or a login with the editor role; read: session, or t
     GET  /api/v1/clusters/{cluster}/fabric     every fabric upload, newest first, and the one in force
     GET  /api/v1/clusters/{cluster}/fabric/compare?from=ID&to=ID   what changed between two discoveries
     GET  /api/v1/clusters/{cluster}/fabric/job?hosts=...&algorithm=ring   a job's contention on the fabric
-Placement and figures (session): apps/ingest/api_place.py
+Placement (session): apps/ingest/api_place.py
     POST /api/v1/clusters/{cluster}/place      {"nodes", "gpus_per_node"} or {"gpus"}: hosts, GPUs, what to paste
+Figures (session): apps/explorer/api_figures.py, added to this API by topoweb/api.py
     GET  /api/v1/snapshots/{id}/figure/{name}.svg|.png   the host drawing or a matrix, server-side
 
 Every error is ``{"error": message, "code": code, ...}``; codes are listed in docs/ingestion.md.
@@ -676,5 +677,5 @@ def compare_fabric(request: HttpRequest, cluster: str):
 from apps.ingest import api_roles  # noqa: E402  (PUT /snapshots/{id}/nic_roles)
 api_roles.register(api, error)
 from apps.ingest import api_plans  # noqa: E402,F401  (POST /whatif, plans)
-from apps.ingest import api_place  # noqa: E402  (POST /clusters/{c}/place, GET /snapshots/{id}/figure/...)
+from apps.ingest import api_place  # noqa: E402  (POST /clusters/{c}/place)
 api_place.register(api, error)

@@ -1,27 +1,23 @@
-"""Placement and figure export endpoints of the API (``/api/v1/``; registered by ``apps.ingest.api``).
+"""The placement endpoint of the API (``/api/v1/``; registered by ``apps.ingest.api``).
 
     POST /api/v1/clusters/{c}/place          {"nodes", "gpus_per_node"} or {"gpus"} (+ "seed"?) -> 200
-    GET  /api/v1/snapshots/{id}/figure/{name}.svg|.png   a drawing of the snapshot (viewer)
 
 ``place`` answers ``apps.ingest.placing.cluster_placement`` (fields: ``hosts``, ``nodelist``,
 ``hostfile``, ``cuda_visible_devices`` and ``nccl_ib_hca`` per host, ``torchrun``,
 ``expected_busbw_gbs``, ``random_busbw_gbs``, ``skipped`` [{host, reason}], ...); a job that does
 not fit or a bad field answers 400 ``invalid_field`` naming the field; viewer role (it changes
-nothing). Figures: ``apps.explorer.figure_export``; a name it does not know answers 404, PNG where
-it cannot be drawn here 501 ``png_unavailable`` with the reason.
+nothing). The drawings of a snapshot (``/snapshots/{id}/figure/...``) are the explorer's
+(``apps.explorer.api_figures``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from ninja.security import django_auth
 
-from apps.explorer import figure_export
 from apps.ingest import access
-from apps.ingest.models import Snapshot
 from apps.ingest.placing import PlacementError, cluster_placement
 
 JOB_FIELDS = ("nodes", "gpus_per_node", "gpus", "seed")
@@ -57,22 +53,3 @@ def register(api, error) -> None:
                                      gpus=body.get("gpus"), seed=seed)
         except PlacementError as exc:
             return error(request, str(exc), 400, "invalid_field", field=exc.field)
-
-    @api.get("/snapshots/{snapshot_id}/figure/{filename}", auth=django_auth, url_name="snapshot-figure",
-             summary="A drawing of a snapshot as SVG or PNG (host, gpu_matrix, nic_matrix)")
-    def figure(request: HttpRequest, snapshot_id: int, filename: str):
-        s = Snapshot.objects.select_related("host", "host__cluster").filter(pk=snapshot_id).first()
-        if s is None or not access.has_role(request.user, s.host.cluster, access.VIEWER):
-            return error(request, f"no snapshot {snapshot_id}", 404, "not_found")
-        name, _, fmt = filename.rpartition(".")
-        if name not in figure_export.FIGURES or fmt not in figure_export.FORMATS:
-            return error(request, f"no figure {filename!r}: the figures are "
-                         f"{', '.join(n + '.svg|.png' for n in figure_export.FIGURES)}", 404, "not_found")
-        try:
-            body, content_type = figure_export.render(s.document, name, fmt)
-        except figure_export.PngUnavailable as exc:
-            return error(request, str(exc), 501, "png_unavailable")
-        response = HttpResponse(body, content_type=content_type)
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", s.host.hostname)
-        response["Content-Disposition"] = f'inline; filename="{stem}-{s.pk}-{name}.{fmt}"'
-        return response

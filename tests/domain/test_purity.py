@@ -1,4 +1,4 @@
-"""apps/domain stays plain Python: no Django, no Celery, anywhere in the package."""
+"""apps/domain stays plain Python: no Django, no Celery, anywhere in the package; and the data app imports no page code."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ DOMAIN = Path(__file__).resolve().parents[2] / "apps" / "domain"
 FORBIDDEN = ("django", "celery", "ninja", "kombu", "redis", "psycopg")
 
 
-def _imports() -> Iterator[tuple[str, int, str]]:
-    """(file, line, module) of every import in apps/domain."""
-    for path in DOMAIN.rglob("*.py"):
+def _imports(package: Path = DOMAIN) -> Iterator[tuple[str, int, str]]:
+    """(file, line, module) of every import in ``package`` (apps/domain unless told)."""
+    for path in package.rglob("*.py"):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             names = []
@@ -34,4 +34,13 @@ def test_domain_imports_no_other_app() -> None:
     groups of ``apps.domain.platforms``; the pages word them with ``apps.domain.labels``)."""
     offenders = [f"{f}:{line} imports {name}" for f, line, name in _imports()
                  if name.startswith("apps.") and not name.startswith("apps.domain")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_ingest_imports_nothing_of_the_pages() -> None:
+    """The data app stores, serves and schedules; the pages (``apps.explorer``) build on it. The
+    drawings the API exports are the explorer's endpoint, put on the API by ``topoweb/api.py``."""
+    ingest = DOMAIN.parent / "ingest"
+    offenders = [f"{f}:{line} imports {name}" for f, line, name in _imports(ingest)
+                 if name.startswith("apps.explorer")]
     assert not offenders, "\n".join(offenders)
