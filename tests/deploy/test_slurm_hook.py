@@ -206,9 +206,14 @@ def test_the_hook_gets_a_report_to_the_server(node, live_token, fake_tools):
     node.env_file.write_text(f"TOPOWEB_SERVER={url}\nTOPOWEB_TOKEN={token}\nTOPOWEB_SPLAY=0\n")
     proc, took = run_hook(node, env={"TOPOWEB_AGENT": str(AGENT), "PATH": f"{fake_tools}:/usr/bin:/bin"})
     assert proc.returncode == 0 and took < FAST
+    log = node.state / "last-run.log"
     upload = wait_for(lambda: Upload.objects.filter(cluster__name=cluster).first(), timeout=60)
-    assert upload is not None, (node.state / "last-run.log").read_text()
+    assert upload is not None, log.read_text()
     assert upload.via == "agent" and "nvidia_smi_topo" in upload.raw
+    # the server answers once it has processed the report (in-process here): the test ends after the
+    # agent has its answer, not while the request still writes (the flush after the test would wait
+    # on those rows and deadlock)
+    assert wait_for(lambda: "exited with status 0" in log.read_text(), timeout=60), log.read_text()
 
 
 def test_slurm_conf_example_names_the_hook():
