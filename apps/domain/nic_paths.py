@@ -91,9 +91,8 @@ def route_min(G: nx.Graph, a: str, b: str, figure: str, *, staged: bool = False)
     one lookup a cell. The same value as ``route_gbs`` / a walk over the route's edges."""
     ua, ub = _up_minima(G, a, figure), _up_minima(G, b, figure)
     if ua is None or ub is None:  # a chain step without its edge: walk the route as it is
-        nodes = tree_route(G, a, b) if not staged else _staged_nodes(G, a, b)
-        vals = [_figure(G.edges[u, v], figure) for u, v in steps_of(nodes or ())]
-        return min((v for v in vals if v is not None), default=None)
+        steps = _direct_nic_route(G, a, b, not staged)
+        return _least(*(_figure(G.edges[u, v], figure) for u, v in steps if u != "mem"))
     ca, cb = ancestry(G, a), ancestry(G, b)
     top_a, top_b = ca[-1], cb[-1]
     if G.nodes[top_a].get("kind") != "cpu" or G.nodes[top_b].get("kind") != "cpu":
@@ -142,15 +141,6 @@ def _chain_minima(G: nx.Graph, n: str, figure: str) -> dict[str, float | None] |
 
 def _socket_min(G: nx.Graph, mid: list[str], figure: str) -> float | None:
     return _least(*(_figure(G.edges[u, v], figure) for u, v in zip(mid, mid[1:])))
-
-
-def _staged_nodes(G: nx.Graph, a: str, b: str) -> list[str] | None:
-    """The nodes of the host-staged route (``a`` up to its CPU, across, down to ``b``)."""
-    cg, cn = cpu_of(G, a), cpu_of(G, b)
-    mid = socket_path(G, cg, cn) if cg is not None and cn is not None else None
-    if mid is None:
-        return None
-    return ancestry(G, a) + mid[1:] + list(reversed(ancestry(G, b)))[1:]
 
 
 def _cell(G: nx.Graph, g: str, n: str) -> tuple[str | None, str | None, float | None]:
