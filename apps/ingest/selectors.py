@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,7 +41,7 @@ from django.db import connection
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
 
-from apps.ingest.models import Cluster, Host, ImportJob, Run, RunHost, Snapshot, Upload
+from apps.ingest.models import Cluster, Host, ImportJob, Run, RunHost, Snapshot, Upload, read_json
 
 
 def latest_of_each_host() -> QuerySet[Snapshot]:
@@ -253,7 +252,7 @@ def _hosts_named_sql(names: set[tuple[str, str]], keys: tuple[str, ...], user=No
         host.cluster = cluster
         host.latest_snapshot = _instance(Snapshot, sf, row[b:n]) if host.latest_snapshot_id else None
         cluster.has_discovery, host.has_lldp, cluster.granted = row[n], row[n + 1], list(row[n + 2] or [])
-        host.legs = {k: json.loads(v) for k, v in zip(keys, row[n + 3:]) if v is not None}
+        host.legs = {k: read_json(v) for k, v in zip(keys, row[n + 3:]) if v is not None}
         out[(cluster.name, host.hostname)] = host
     return out
 
