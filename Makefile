@@ -5,18 +5,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
+NATIVE := apps/domain/_search_core$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 PG_URL ?= postgres://postgres@127.0.0.1:5432/topoweb
 REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: run test install migrate demo services browser test-sqlite test-postgres bench soak clean
 
-install: $(STAMP)
+install: $(STAMP) $(NATIVE)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+
+# The channel search's recursion in C (apps/domain/nccl_search_native.py); without a C compiler the
+# build says so and the Python recursion runs.
+$(NATIVE): apps/domain/_search_core.c | $(STAMP)
+	-$(BIN)/python -m apps.domain.build_native
 
 # The local trial (`make run`) is the one place debug is on by default; a server started any
 # other way runs with TOPOWEB_DEBUG off and needs TOPOWEB_SECRET_KEY.

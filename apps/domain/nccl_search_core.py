@@ -28,11 +28,12 @@ graph lets the caller replay a run whose outcome cannot depend on the graph kept
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, SIG_MOD, TREE, Tables, type_name, units
 
-__all__ = ["Graph", "Params", "Record", "Outcome", "run", "fit", "upper_bound", "better", "PCI_TIMEOUT"]
+__all__ = ["Graph", "Params", "Record", "Outcome", "run", "run_python", "fit", "upper_bound", "better", "PCI_TIMEOUT"]
 
 PCI_TIMEOUT = 1 << 10  # RecNet's first PCI-order attempt (L782-788)
 EPS = 1e-9
@@ -252,7 +253,24 @@ def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool, tight: boo
 
 def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, best, ub: int) -> Outcome:
     """One ``ncclTopoSearchRec`` with fresh residuals from ``time`` budget and ``steps`` counted so
-    far (at most ``budget`` in all), ``best`` the graph kept, ``ub`` :func:`upper_bound`."""
+    far (at most ``budget`` in all), ``best`` the graph kept, ``ub`` :func:`upper_bound`: in C
+    (:mod:`apps.domain.nccl_search_native`) where it is built, else :func:`run_python`."""
+    native = _native()
+    if native is not None and native.available(tb):
+        return native.run(tb, p, inter, time, steps, budget, best, ub)
+    return run_python(tb, p, inter, time, steps, budget, best, ub)
+
+
+@functools.cache
+def _native():
+    from apps.domain import nccl_search_native
+
+    return nccl_search_native
+
+
+def run_python(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, best, ub: int) -> Outcome:
+    """:func:`run` in Python: the reference the C recursion (``apps/domain/_search_core.c``) follows
+    step for step."""
     n = tb.n
     pattern = p.pattern
     is_ring, is_nvls, is_btree, is_tree = pattern == RING, pattern == NVLS, pattern == BALANCED_TREE, pattern == TREE

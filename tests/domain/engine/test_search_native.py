@@ -1,0 +1,111 @@
+"""The channel search's recursion in C (``apps/domain/_search_core.c``) is the Python one, run for run.
+
+``nccl_search_core.run_python`` is the reference; ``nccl_search_native.run`` hands the same
+tables to C. Every run the driver makes on the real captures of ``test_estimate_stable.py``
+(14 layouts, 200-odd runs: rings, trees and NVLS, inside a node and across nodes, the 16-GCD mesh
+whose ring across nodes stops at the step budget) and on SYNTHETIC random NVLink meshes, with
+the bounds on and off, is made by both from the same state, and both must leave the same time,
+count the same steps, keep the same graph (channel for channel) and record the same comparisons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from apps.domain import estimate as est
+from apps.domain import nccl_search, nccl_search_core, nccl_search_native
+from apps.domain import nccl_search_tables as tables_mod
+from apps.domain.analysis import analyze_host
+from tests.domain.engine.test_estimate_stable import CASES, _stated
+from tests.domain.engine.test_search_bounds import _graphs, _random_topo
+
+PYTHON_ONLY = os.environ.get("TOPOWEB_SEARCH_CORE") == "python"
+
+
+def test_the_c_recursion_is_built():
+    # make install compiles it; a checkout without a C compiler runs the Python one (and says
+    # so here, unless TOPOWEB_SEARCH_CORE=python asks for that)
+    if PYTHON_ONLY:
+        pytest.skip("TOPOWEB_SEARCH_CORE=python")
+    assert nccl_search_native._search_core is not None, "apps/domain/_search_core.c is not built: run make install"
+
+
+def _outcome(o) -> tuple:
+    return o.time, o.steps, o.best, o.record.compared, o.record.cuts
+
+
+class _Both:
+    """``nccl_search_core.run`` replaced by: both recursions from the same state, compared."""
+
+    def __init__(self):
+        self.runs = self.kept = self.compared = 0
+        self.differ: list = []
+
+    def __call__(self, tb, p, inter, time, steps, budget, best, ub):
+        a = nccl_search_core.run_python(tb, dataclasses.replace(p), inter, time, steps, budget, best, ub)
+        b = nccl_search_native.run(tb, dataclasses.replace(p), inter, time, steps, budget, best, ub)
+        self.runs += 1
+        self.kept += a.best is not best
+        self.compared += len(a.record.compared)
+        if _outcome(a) != _outcome(b):
+            self.differ.append((p, inter, time, steps, _outcome(a)[:2], _outcome(b)[:2]))
+        return a
+
+
+needs_c = pytest.mark.skipif(nccl_search_native._search_core is None, reason="the C recursion is not built")
+
+
+@needs_c
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_run_of_the_real_layouts_is_the_same_in_c(name, monkeypatch):
+    both = _Both()
+    monkeypatch.setattr(nccl_search_core, "run", both)
+    system = est.link_figures(CASES[name]())
+    est.clear_caches()
+    est.channel_search(system)
+    assert both.runs and both.kept, "no run kept a graph: this case tests nothing"
+    assert both.differ == []
+
+
+@needs_c
+def test_the_mesh_s_runs_include_a_stop_at_the_step_budget(monkeypatch):
+    # the 16-GCD MI250 mesh: its ring across nodes runs into STEP_BUDGET, the C recursion stops
+    # at the same step (and with the same graph) as the Python one
+    both = _Both()
+    monkeypatch.setattr(nccl_search_core, "run", both)
+    system = est.link_figures(CASES["mi250_16gcd_xgmi_mesh"]())
+    est.clear_caches()
+    ring = nccl_search.compute(system, nccl_search.RING, inter=True)
+    assert ring.budget_hit and (ring.n_channels, ring.bw_inter) == (8, 12.0)
+    assert both.differ == [] and both.runs >= 5
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("bounds", [True, False])
+def test_random_meshes_search_the_same_in_c(seed, bounds, monkeypatch):
+    doc = _stated(analyze_host({"nvidia_smi_topo": _random_topo(100 + seed)}, f"synthetic-mesh-{seed}").doc,
+                  200, "InfiniBand")
+    system = est.link_figures(doc)
+    both = _Both()
+    monkeypatch.setattr(nccl_search_core, "run", both)
+    if not bounds:  # more states searched: what the bounds would have cut
+        monkeypatch.setattr(tables_mod.Tables, "ring_cut", lambda self, ti, bw: None)
+        monkeypatch.setattr(tables_mod.Tables, "net_flow", lambda self, te, tree, bw, up: 1 << 30)
+        monkeypatch.setattr(tables_mod.Tables, "same_start_units", lambda self, te, tree, bw: 1 << 30)
+        monkeypatch.setattr(tables_mod.Tables, "start_nets", lambda self, te, tree: None)
+    est.clear_caches()
+    _graphs(system)
+    assert both.runs and both.compared
+    assert both.differ == []
+
+
+@needs_c
+def test_python_only_when_asked(monkeypatch):
+    tb = tables_mod.tables(est.link_figures(CASES["p4de_4efa"]()))
+    assert nccl_search_native.available(tb)
+    monkeypatch.setenv("TOPOWEB_SEARCH_CORE", "python")
+    assert not nccl_search_native.available(tb)
