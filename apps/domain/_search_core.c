@@ -72,7 +72,7 @@ typedef struct {
     int nlinks;
     uint64_t *onward;
     int **ends[4]; int *nends[4];
-    PyObject *order_of;
+    PyObject *order_of, *orders_kept;
     int **ord; int *nord; int **rnk;
     /* the run */
     long left, count;
@@ -366,9 +366,26 @@ static long fit(S *s, long enough) {
 
 /* ---- the candidate order (_next_order) ----------------------------------------------------- */
 static int load_order(S *s, int idx, int g, int sort_net, int net) {
-    PyObject *r = PyObject_CallFunction(s->order_of, "iii", g, sort_net, net);
-    if (r == NULL)
+    /* (order, ranks): kept in the orders dict across runs of one pattern and limit, asked of
+     * order_of (Tables.sorted_gpus, Tables.tie_groups) when missing */
+    PyObject *key = PyLong_FromLong(idx);
+    if (key == NULL)
         return -1;
+    PyObject *r = PyDict_GetItemWithError(s->orders_kept, key);
+    if (r != NULL) {
+        Py_INCREF(r);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    } else {
+        r = PyObject_CallFunction(s->order_of, "iii", g, sort_net, net);
+        if (r == NULL || PyDict_SetItem(s->orders_kept, key, r) < 0) {
+            Py_XDECREF(r);
+            Py_DECREF(key);
+            return -1;
+        }
+    }
+    Py_DECREF(key);
     PyObject *order = NULL, *ranks = NULL;
     if (!PyArg_ParseTuple(r, "OO", &order, &ranks)) {
         Py_DECREF(r);
@@ -857,8 +874,9 @@ static int rows(PyObject *seq, int rows_expected, int ***out, int **lens) {
     return 0;
 }
 
-/* paths: a list of None or (signature change, hops, link, amount, link, amount, ...) */
-static int paths(PyObject *seq, int expected, PathSet *ps) {
+/* paths: a list of None or (plain links' weight, 6/5 links' weight, hops, link, charged 6/5, link,
+ * charged 6/5, ...), the weights modulo SIG_MOD; reserving ``bw`` MB/s (Tables.reserving) */
+static int paths(PyObject *seq, int expected, int64_t bw, PathSet *ps) {
     PyObject *f = PySequence_Fast(seq, "a sequence of paths");
     if (f == NULL)
         return -1;
@@ -868,11 +886,12 @@ static int paths(PyObject *seq, int expected, PathSet *ps) {
         PyErr_Format(PyExc_ValueError, "channel search tables: %zd paths, %d expected", n, expected);
         return -1;
     }
+    const int64_t over = (bw * 6 + 4) / 5;
     size_t pairs = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(f, i);
         if (o != Py_None)
-            pairs += (PyTuple_GET_SIZE(o) - 2) / 2;
+            pairs += (PyTuple_GET_SIZE(o) - 3) / 2;
     }
     ps->p = calloc(n ? n : 1, sizeof(PathR));
     ps->k = calloc(pairs ? pairs : 1, sizeof(int));
@@ -890,13 +909,15 @@ static int paths(PyObject *seq, int expected, PathSet *ps) {
             continue;
         }
         Py_ssize_t len = PyTuple_GET_SIZE(o);
-        ps->p[i].sig = (uint64_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
-        ps->p[i].hops = (int)PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
+        uint64_t w_plain = (uint64_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 0));
+        uint64_t w_pci = (uint64_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(o, 1));
+        ps->p[i].sig = (mulmod(w_plain, (uint64_t)bw) + mulmod(w_pci, (uint64_t)over)) % SIG_MOD;
+        ps->p[i].hops = (int)PyLong_AsLong(PyTuple_GET_ITEM(o, 2));
         ps->p[i].off = (int)off;
-        ps->p[i].cnt = (int)((len - 2) / 2);
-        for (Py_ssize_t j = 2; j + 1 < len; j += 2) {
+        ps->p[i].cnt = (int)((len - 3) / 2);
+        for (Py_ssize_t j = 3; j + 1 < len; j += 2) {
             ps->k[off] = (int)PyLong_AsLong(PyTuple_GET_ITEM(o, j));
-            ps->a[off++] = (int64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(o, j + 1));
+            ps->a[off++] = PyObject_IsTrue(PyTuple_GET_ITEM(o, j + 1)) ? over : bw;
         }
     }
     Py_DECREF(f);
@@ -943,12 +964,12 @@ static int load(S *s, PyObject *spec) {
     int64_t *tmp;
     const int n = s->n, m = s->m;
 #define NEED(name) if ((o = item(spec, name)) == NULL) return -1
-    NEED("gpr");
-    if (paths(o, n * n, &s->gpr) < 0) return -1;
-    NEED("upr");
-    if (paths(o, s->inter ? n * m : 0, &s->upr) < 0) return -1;
-    NEED("dnr");
-    if (paths(o, s->inter ? m * n : 0, &s->dnr) < 0) return -1;
+    NEED("gpu");
+    if (paths(o, n * n, s->bwi, &s->gpr) < 0) return -1;
+    NEED("up");
+    if (paths(o, s->inter ? n * m : 0, s->is_btree ? s->bwe / 2 : s->bwe, &s->upr) < 0) return -1;
+    NEED("down");
+    if (paths(o, s->inter ? m * n : 0, s->bwe, &s->dnr) < 0) return -1;
     if (s->inter) {
         NEED("sel");
         if (rows(o, n, &s->sel, &s->nsel) < 0) return -1;
@@ -965,8 +986,10 @@ static int load(S *s, PyObject *spec) {
     if (len != m) { PyErr_SetString(PyExc_ValueError, "local_gpu: one per NET"); return -1; }
     NEED("local_gpus");
     if (rows(o, m, &s->local_gpus, &s->nlocal) < 0) return -1;
-    NEED("net_delta");
+    NEED("net_weight");
     if (uints(o, &s->net_delta, &len) < 0) return -1;
+    for (int x = 0; x < len; x++) /* (w * bwe) % SIG_MOD */
+        s->net_delta[x] = mulmod(s->net_delta[x], (uint64_t)s->bwe);
     NEED("weight");
     if (uints(o, &s->weight, &len) < 0) return -1;
     NEED("nvs_in");
@@ -1045,18 +1068,18 @@ fail:
 }
 
 PyDoc_STRVAR(run_doc,
-"run(spec, order_of, pattern, inter, bwi, bwe, bw_intra, bw_inter, cross, same, min_ch, max_ch,\n"
+"run(spec, order_of, orders, pattern, inter, bwi, bwe, bw_intra, bw_inter, cross, same, min_ch, max_ch,\n"
 "    time, steps, budget, ub, can_close, best) -> (time left, steps, changed, hops, orders, nets,\n"
 "    compared, cuts)\n\n"
 "One ncclTopoSearchRec run: nccl_search_core.run on the tables of nccl_search_core._native_spec.");
 
 static PyObject *py_run(PyObject *self, PyObject *args) {
-    PyObject *spec, *order_of, *best;
+    PyObject *spec, *order_of, *orders_kept, *best;
     int pattern, inter, cross, same, min_ch, max_ch, can_close;
     long long bwi, bwe;
     double bw_intra, bw_inter;
     long time_, steps, budget, ub;
-    if (!PyArg_ParseTuple(args, "O!OiiLLddiiiillllpO", &PyDict_Type, &spec, &order_of, &pattern, &inter, &bwi,
+    if (!PyArg_ParseTuple(args, "O!OO!iiLLddiiiillllpO", &PyDict_Type, &spec, &order_of, &PyDict_Type, &orders_kept, &pattern, &inter, &bwi,
                           &bwe, &bw_intra, &bw_inter, &cross, &same, &min_ch, &max_ch, &time_, &steps, &budget,
                           &ub, &can_close, &best))
         return NULL;
@@ -1089,6 +1112,7 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
         return NULL;
     s.nvswitch = PyObject_IsTrue(o);
     s.order_of = order_of;
+    s.orders_kept = orders_kept;
     if (best != Py_None) {
         int samepat, kc;
         if (!PyArg_ParseTuple(best, "iddlpi", &s.k_n, &s.k_bwi, &s.k_bwe, &s.k_hops, &samepat, &kc))
@@ -1108,8 +1132,92 @@ static PyObject *py_run(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(min_cut_doc,
+"min_cut(n, edges) -> int\n\n"
+"The minimum cut of the graph on nodes 0..n-1 with the weighted edges (a, b, w), w >= 0\n"
+"(Stoer-Wagner; 0 when the graph is not connected): Tables.ring_cut's bound.");
+
+static PyObject *py_min_cut(PyObject *self, PyObject *args) {
+    int n;
+    PyObject *edges;
+    if (!PyArg_ParseTuple(args, "iO", &n, &edges))
+        return NULL;
+    if (n < 2 || n > 4096) {
+        PyErr_Format(PyExc_ValueError, "min_cut: %d nodes", n);
+        return NULL;
+    }
+    PyObject *f = PySequence_Fast(edges, "min_cut: a sequence of (a, b, w)");
+    if (f == NULL)
+        return NULL;
+    long long *w = calloc((size_t)n * n, sizeof(long long));
+    long long *sum = calloc(n, sizeof(long long));
+    int *v = calloc(n, sizeof(int));
+    char *added = calloc(n, 1);
+    if (!w || !sum || !v || !added) {
+        free(w); free(sum); free(v); free(added);
+        Py_DECREF(f);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(f); i++) {
+        int a, b;
+        long long x;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(f, i), "iiL", &a, &b, &x) || a < 0 || b < 0 || a >= n ||
+            b >= n || x < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "min_cut: an edge out of range");
+            free(w); free(sum); free(v); free(added);
+            Py_DECREF(f);
+            return NULL;
+        }
+        if (a != b) {
+            w[(size_t)a * n + b] += x;
+            w[(size_t)b * n + a] += x;
+        }
+    }
+    Py_DECREF(f);
+    long long best = -1;
+    for (int i = 0; i < n; i++)
+        v[i] = i;
+    for (int cnt = n; cnt > 1; cnt--) {
+        /* one phase: add the most tightly connected node until all are in; the last one's weight
+         * to the rest is a cut; merge it into the one added before it */
+        memset(added, 0, cnt);
+        memset(sum, 0, cnt * sizeof(long long));
+        int prev = -1, last = -1;
+        for (int i = 0; i < cnt; i++) {
+            int sel = -1;
+            for (int j = 0; j < cnt; j++)
+                if (!added[j] && (sel < 0 || sum[j] > sum[sel]))
+                    sel = j;
+            added[sel] = 1;
+            if (i == cnt - 1) {
+                last = sel;
+                break;
+            }
+            prev = sel;
+            for (int j = 0; j < cnt; j++)
+                if (!added[j])
+                    sum[j] += w[(size_t)v[sel] * n + v[j]];
+        }
+        if (best < 0 || sum[last] < best)
+            best = sum[last];
+        int p = v[prev], l = v[last];
+        for (int j = 0; j < cnt; j++) {
+            int u = v[j];
+            if (u == p || u == l)
+                continue;
+            w[(size_t)p * n + u] += w[(size_t)l * n + u];
+            w[(size_t)u * n + p] = w[(size_t)p * n + u];
+        }
+        v[last] = v[cnt - 1];
+    }
+    free(w); free(sum); free(v); free(added);
+    return PyLong_FromLongLong(best);
+}
+
 static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS, run_doc},
+    {"min_cut", py_min_cut, METH_VARARGS, min_cut_doc},
     {NULL, NULL, 0, NULL},
 };
 

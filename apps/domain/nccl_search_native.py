@@ -38,28 +38,31 @@ def available(tb: Tables) -> bool:
             and 1 <= tb.n <= MAX_GPUS)
 
 
-def _flat(rows, width: int, count: int) -> list:
-    """Reservation rows (``Tables.reserving``) as one list of ``None`` or ``(signature change,
-    hops, link, amount, link, amount, ...)``."""
-    out = []
+def _paths(tb: Tables, key: tuple, rows, width: int, count: int) -> list:
+    """Path rows (``Tables.gpu_paths_within``, ``net_paths_within``) as one list of ``None`` or
+    ``(plain links' weight, 6/5 links' weight, hops, link, charged 6/5, ...)``, the weights modulo
+    ``SIG_MOD``: what C needs to reserve any bandwidth on them as ``Tables.reserving`` does. Kept
+    in ``tb.kept`` under ``key``."""
+    got = tb.kept.get(key)
+    if got is not None:
+        return got
+    out = tb.kept[key] = []
     for i in range(count):
-        for pt in rows[i][:width]:
-            if pt is None:
+        for p in rows[i][:width]:
+            if p is None:
                 out.append(None)
-            elif pt[0] >= 0:
-                out.append((pt[2], pt[3], pt[0], pt[1]))
             else:
-                out.append((pt[2], pt[3], *(v for pair in pt[4] for v in pair)))
+                out.append((p.w_plain % SIG_MOD, p.w_pci % SIG_MOD, p.hops,
+                            *(v for pair in zip(p.links, p.pci) for v in pair)))
     return out
 
 
 def spec(tb: Tables, p: Params, inter: bool, ti: int, te: int) -> dict:
-    """The tables one run reads, as ``nccl_search_core.run`` reads them, kept per pattern, limits
-    and speeds."""
+    """The tables one run reads, as ``nccl_search_core.run`` reads them (its speeds apart: C
+    reserves them), kept per limits."""
     trees = p.pattern in (BALANCED_TREE, TREE)
-    bwi, bwe = units(p.bw_intra), units(p.bw_inter)
     starts = inter and p.same == 1 and p.pattern != NVLS
-    key = ("native", p.pattern, ti, te, inter, bwi, bwe, starts)
+    key = ("native", ti, te, inter, trees, starts)
     got = tb.kept.get(key)
     if got is not None:
         return got
@@ -67,20 +70,18 @@ def spec(tb: Tables, p: Params, inter: bool, ti: int, te: int) -> dict:
     firsts, lasts, net_firsts, net_lasts = tb.ends(ti, te, inter)
     got = {
         "n": n, "m": m, "nvswitch": bool(tb.nvswitch),
-        "gpr": _flat(tb.reserving("gpu", ti, False, bwi), n, n),
-        "upr": [], "dnr": [],
+        "gpu": _paths(tb, ("native gpu", ti), tb.gpu_paths_within(ti), n, n), "up": [], "down": [],
         "same_starts": tb.start_nets(te, trees) if starts else None,
         "local_gpu": [-1 if g is None else g for g in tb.local_gpu],
-        "local_gpus": tb.local_gpus,
-        "net_delta": [(w * bwe) % SIG_MOD for w in tb.net_weight],
+        "local_gpus": tb.local_gpus, "net_weight": tb.net_weight,
         "weight": tb.weight, "nvs_in": tb.nvs_in, "nvs_out": tb.nvs_out,
         "cap0": tb.cap0, "net0": tb.net0, "onward": tb.onward(ti),
         "firsts": firsts, "lasts": lasts, "net_firsts": net_firsts, "net_lasts": net_lasts,
     }
     if inter:
-        up = tb.reserving("up", te, trees, bwe // 2 if p.pattern == BALANCED_TREE else bwe)
-        got["upr"] = _flat(up, m, n)
-        got["dnr"] = _flat(tb.reserving("down", te, trees, bwe), n, m)
+        up, down = tb.net_paths_within(te, trees)
+        got["up"] = _paths(tb, ("native up", te, trees), up, m, n)
+        got["down"] = _paths(tb, ("native down", te, trees), down, n, m)
         got["sel"] = [tb.select_nets(g, te) for g in range(n)]
         got["sel_all"] = tb.select_nets(None, te)
     tb.kept[key] = got
@@ -102,8 +103,9 @@ def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, 
     kept = None if best is None else (best.n_channels, best.bw_intra, best.bw_inter, best.hops,
                                       best.pattern == pattern, best.cross_nic)
     can_close = tb.can_close(te, p.cross_nic) if inter and pattern == RING else True
+    kept_orders = tb.kept.setdefault(("native orders", pattern, ti), {})
     left, count, changed, hops, orders, nets, compared, cuts = _search_core.run(
-        spec(tb, p, inter, ti, te), order_of, _PATTERN[pattern], int(inter), units(p.bw_intra), units(p.bw_inter),
+        spec(tb, p, inter, ti, te), order_of, kept_orders, _PATTERN[pattern], int(inter), units(p.bw_intra), units(p.bw_inter),
         p.bw_intra, p.bw_inter, p.cross_nic, p.same, p.min_channels, p.max_channels, time, steps, budget, ub,
         can_close, kept)
     if changed:

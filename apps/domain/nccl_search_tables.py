@@ -27,6 +27,7 @@ one channel search read the same), at most :data:`MAX_KEPT`; :func:`clear` forge
 from __future__ import annotations
 
 import math
+import os
 import random
 import weakref
 from collections import deque
@@ -39,7 +40,12 @@ from apps.domain.nccl_local import PathView, channel_nets
 from apps.domain.nccl_system import NVS, Path, System
 from apps.domain.paths import NCCL_TYPES, nccl_rank
 
-__all__ = ["PathT", "Tables", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
+try:
+    from apps.domain import _search_core
+except ImportError:  # not built: networkx's minimum cut (apps.domain.nccl_search_native)
+    _search_core = None
+
+__all__ = ["PathT", "Tables", "min_cut", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
            "MAX_KEPT", "SIG_MOD"]
 
 RING, BALANCED_TREE, TREE, NVLS = "RING", "BALANCED_TREE", "TREE", "NVLS"
@@ -339,10 +345,7 @@ class Tables:
                 edge = (min(a, b), max(a, b))
                 pair[edge] = pair.get(edge, 0) + ch
             if not shared:
-                graph = nx.Graph()
-                graph.add_nodes_from(range(self.n))
-                graph.add_weighted_edges_from((a, b, w) for (a, b), w in pair.items() if w > 0)
-                got = nx.stoer_wagner(graph)[0] // 2 if nx.is_connected(graph) else 0
+                got = min_cut(self.n, [(a, b, w) for (a, b), w in pair.items() if w > 0]) // 2
         self._cuts[key] = got
         return got
 
@@ -462,6 +465,19 @@ class Tables:
                         out.append(x)
         self._nets[key] = out
         return out
+
+
+def min_cut(n: int, edges: list[tuple[int, int, int]]) -> int:
+    """The minimum cut of the graph on GPUs ``0 .. n-1`` with weighted ``edges`` (a, b, w), 0 where
+    it is not connected: Stoer-Wagner, in C where the channel search's C recursion is built
+    (``apps/domain/_search_core.c``; a tenth of networkx's time on these graphs of tens of nodes),
+    else networkx's."""
+    if _search_core is not None and os.environ.get("TOPOWEB_SEARCH_CORE", "auto") != "python":
+        return _search_core.min_cut(n, edges)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))
+    graph.add_weighted_edges_from(edges)
+    return nx.stoer_wagner(graph)[0] if nx.is_connected(graph) else 0
 
 
 _SOURCE, _SINK = ("source",), ("sink",)  # tuples: never a node name of the system

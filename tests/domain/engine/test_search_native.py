@@ -109,3 +109,17 @@ def test_python_only_when_asked(monkeypatch):
     assert nccl_search_native.available(tb)
     monkeypatch.setenv("TOPOWEB_SEARCH_CORE", "python")
     assert not nccl_search_native.available(tb)
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(40))
+def test_the_minimum_cut_is_networkx_s(seed, monkeypatch):
+    # SYNTHETIC weighted graphs of 2 to 24 nodes, some not connected (cut 0)
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 24)
+    edges = [(a, b, rng.randint(1, 12)) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.3]
+    fast = tables_mod.min_cut(n, edges)
+    monkeypatch.setenv("TOPOWEB_SEARCH_CORE", "python")
+    assert fast == tables_mod.min_cut(n, edges)
