@@ -96,6 +96,8 @@ typedef struct {
     Contexts ctx;
 } S;
 
+static int in_range(const int *v, int len, int lo, int hi, const char *what);
+
 static uint64_t mix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -408,6 +410,12 @@ static int load_order(S *s, int idx, int g, int sort_net, int net) {
     for (Py_ssize_t i = 0; i < len; i++)
         s->ord[idx][i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(fo, i));
     Py_DECREF(fo);
+    if (len > s->n || in_range(s->ord[idx], (int)len, 0, s->n, "GPU") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "order_of: more GPUs than the system has");
+        Py_DECREF(r);
+        return -1;
+    }
     if (ranks != Py_None) {
         PyObject *fr = PySequence_Fast(ranks, "order_of: ranks");
         if (fr == NULL) {
@@ -958,57 +966,97 @@ static void release(S *s) {
     free(s->ctx.arena); free(s->ctx.slot_off); free(s->ctx.slot_hash); free(s->ctx.slot_id);
 }
 
+/* every index the tables hold is checked once, here: the recursion then reads without checks */
+static int in_range(const int *v, int len, int lo, int hi, const char *what) {
+    for (int i = 0; i < len; i++)
+        if (v[i] < lo || v[i] >= hi) {
+            PyErr_Format(PyExc_ValueError, "channel search tables: %s %d outside %d..%d", what, v[i], lo, hi - 1);
+            return -1;
+        }
+    return 0;
+}
+
+static int rows_in_range(int **r, const int *lens, int nrows, int lo, int hi, const char *what) {
+    for (int i = 0; i < nrows; i++)
+        if (in_range(r[i], lens[i], lo, hi, what) < 0)
+            return -1;
+    return 0;
+}
+
+static int sized(int len, int want, const char *what) {
+    if (len != want) {
+        PyErr_Format(PyExc_ValueError, "channel search tables: %d %s, %d expected", len, what, want);
+        return -1;
+    }
+    return 0;
+}
+
 static int load(S *s, PyObject *spec) {
     PyObject *o;
     int len;
-    int64_t *tmp;
     const int n = s->n, m = s->m;
 #define NEED(name) if ((o = item(spec, name)) == NULL) return -1
+    NEED("cap0");
+    if (ints(o, &s->res, &s->nlinks) < 0) return -1;
+    const int L = s->nlinks;
+    NEED("net0");
+    if (ints(o, &s->nres, &len) < 0 || sized(len, m, "NET capacities") < 0) return -1;
     NEED("gpu");
     if (paths(o, n * n, s->bwi, &s->gpr) < 0) return -1;
     NEED("up");
     if (paths(o, s->inter ? n * m : 0, s->is_btree ? s->bwe / 2 : s->bwe, &s->upr) < 0) return -1;
     NEED("down");
     if (paths(o, s->inter ? m * n : 0, s->bwe, &s->dnr) < 0) return -1;
+    const PathSet *sets[3] = {&s->gpr, &s->upr, &s->dnr};
+    const int counts[3] = {n * n, s->inter ? n * m : 0, s->inter ? m * n : 0};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < counts[t]; i++)
+            if (sets[t]->p[i].cnt > 0 && in_range(sets[t]->k + sets[t]->p[i].off, sets[t]->p[i].cnt, 0, L, "link") < 0)
+                return -1;
     if (s->inter) {
         NEED("sel");
-        if (rows(o, n, &s->sel, &s->nsel) < 0) return -1;
+        if (rows(o, n, &s->sel, &s->nsel) < 0 || rows_in_range(s->sel, s->nsel, n, 0, m, "NET") < 0) return -1;
         NEED("sel_all");
-        if (small_ints(o, &s->sel_all, &s->nsel_all) < 0) return -1;
+        if (small_ints(o, &s->sel_all, &s->nsel_all) < 0 || in_range(s->sel_all, s->nsel_all, 0, m, "NET") < 0)
+            return -1;
     }
     NEED("same_starts");
     if (o != Py_None) {
         s->has_starts = 1;
-        if (rows(o, n, &s->starts, &s->nstarts) < 0) return -1;
+        if (rows(o, n, &s->starts, &s->nstarts) < 0 || rows_in_range(s->starts, s->nstarts, n, 0, m, "NET") < 0)
+            return -1;
     }
     NEED("local_gpu");
-    if (small_ints(o, &s->local_gpu, &len) < 0) return -1;
-    if (len != m) { PyErr_SetString(PyExc_ValueError, "local_gpu: one per NET"); return -1; }
+    if (small_ints(o, &s->local_gpu, &len) < 0 || sized(len, m, "local GPUs") < 0 ||
+        in_range(s->local_gpu, m, -1, n, "GPU") < 0) return -1;
     NEED("local_gpus");
-    if (rows(o, m, &s->local_gpus, &s->nlocal) < 0) return -1;
+    if (rows(o, m, &s->local_gpus, &s->nlocal) < 0 || rows_in_range(s->local_gpus, s->nlocal, m, 0, n, "GPU") < 0)
+        return -1;
     NEED("net_weight");
-    if (uints(o, &s->net_delta, &len) < 0) return -1;
+    if (uints(o, &s->net_delta, &len) < 0 || sized(len, m, "NET weights") < 0) return -1;
     for (int x = 0; x < len; x++) /* (w * bwe) % SIG_MOD */
         s->net_delta[x] = mulmod(s->net_delta[x], (uint64_t)s->bwe);
     NEED("weight");
-    if (uints(o, &s->weight, &len) < 0) return -1;
+    if (uints(o, &s->weight, &len) < 0 || sized(len, L, "link weights") < 0) return -1;
     NEED("nvs_in");
-    if (small_ints(o, &s->nvs_in, &len) < 0) return -1;
+    if (small_ints(o, &s->nvs_in, &len) < 0 || sized(len, n, "fabric links in") < 0 ||
+        in_range(s->nvs_in, n, -1, L, "link") < 0) return -1;
     NEED("nvs_out");
-    if (small_ints(o, &s->nvs_out, &len) < 0) return -1;
-    NEED("cap0");
-    if (ints(o, &s->res, &s->nlinks) < 0) return -1;
-    NEED("net0");
-    if (ints(o, &s->nres, &len) < 0) return -1;
+    if (small_ints(o, &s->nvs_out, &len) < 0 || sized(len, n, "fabric links out") < 0 ||
+        in_range(s->nvs_out, n, -1, L, "link") < 0) return -1;
     NEED("onward");
-    if (uints(o, &s->onward, &len) < 0) return -1;
+    if (uints(o, &s->onward, &len) < 0 || sized(len, n, "onward masks") < 0) return -1;
     static const char *names[4] = {"firsts", "lasts", "net_firsts", "net_lasts"};
     for (int e = 0; e < 4; e++) {
         NEED(names[e]);
-        if (rows(o, n, &s->ends[e], &s->nends[e]) < 0) return -1;
+        if (rows(o, n, &s->ends[e], &s->nends[e]) < 0 || rows_in_range(s->ends[e], s->nends[e], n, 0, L, "link") < 0)
+            return -1;
     }
 #undef NEED
-    (void)tmp;
+    if (s->max_ch < 0 || s->max_ch > 1024) {
+        PyErr_Format(PyExc_ValueError, "channel search: max_channels %d", s->max_ch);
+        return -1;
+    }
     int keys = n * 3 * (m + 1);
     s->ord = calloc(keys, sizeof(int *));
     s->rnk = calloc(keys, sizeof(int *));

@@ -123,3 +123,26 @@ def test_the_minimum_cut_is_networkx_s(seed, monkeypatch):
     fast = tables_mod.min_cut(n, edges)
     monkeypatch.setenv("TOPOWEB_SEARCH_CORE", "python")
     assert fast == tables_mod.min_cut(n, edges)
+
+
+@needs_c
+def test_tables_with_an_index_out_of_range_are_refused_not_read(monkeypatch):
+    # the C side checks every index of the tables once, before searching: a table made wrong by a
+    # future change is an error naming it, never a read outside an array
+    system = est.link_figures(CASES["dgx1_v100_hybrid_cube_mesh_4x100ib"]())
+    est.clear_caches()
+    tb = tables_mod.tables(system)
+    p = nccl_search_core.Params(nccl_search.RING, 20.0, 20.0, 9, 9, 0, 1, 1, 32)
+    ti, te = tb.effective(p.type_intra, p.type_inter, False)
+    good = nccl_search_native.spec(tb, p, False, ti, te)
+    bad = dict(good)
+    first = next(i for i, x in enumerate(good["gpu"]) if x is not None and len(x) > 3)
+    bad["gpu"] = list(good["gpu"])
+    bad["gpu"][first] = (*good["gpu"][first][:3], len(tb.cap0) + 5, False)
+    key = ("native", ti, te, False, False, False)
+    assert tb.kept[key] is good
+    monkeypatch.setitem(tb.kept, key, bad)
+    with pytest.raises(ValueError, match="link"):
+        nccl_search_native.run(tb, p, False, 2048, 0, 20_000, None, 32)
+    monkeypatch.setitem(tb.kept, key, good)
+    assert nccl_search_native.run(tb, p, False, 2048, 0, 20_000, None, 32).best is not None
