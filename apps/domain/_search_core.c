@@ -1274,4 +1274,15 @@ static struct PyModuleDef module = {
     "nccl_search_core.run in C (apps/domain/_search_core.c).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__search_core(void) { return PyModule_Create(&module); }
+#ifndef SOURCE_SHA
+#define SOURCE_SHA "unknown"
+#endif
+
+PyMODINIT_FUNC PyInit__search_core(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "source_sha", SOURCE_SHA) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -7,12 +7,19 @@ the search runs its Python recursion (:mod:`apps.domain.nccl_search_native`). Th
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "apps/domain/_search_core.c"
+
+
+def source_sha(path: Path = ROOT / SOURCE) -> str:
+    """The digest of the C source a build is made from: the module carries it (``source_sha``), so
+    a module older than its source is known (``nccl_search_native`` then runs the Python one)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def main() -> int:
@@ -22,7 +29,8 @@ def main() -> int:
         try:
             setup(name="topoweb-search-core", script_name="build_native", script_args=[
                 "-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp],
-                ext_modules=[Extension("apps.domain._search_core", [SOURCE], extra_compile_args=["-O2"])])
+                ext_modules=[Extension("apps.domain._search_core", [SOURCE], extra_compile_args=["-O2"],
+                                       define_macros=[("SOURCE_SHA", f'"{source_sha()}"')])])
         except (SystemExit, Exception) as exc:  # distutils reports a failed compile as SystemExit
             print(f"the channel search's C recursion was not built ({exc}); the Python one runs", file=sys.stderr)
             return 1

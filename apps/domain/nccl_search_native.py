@@ -10,32 +10,59 @@ needs, and makes the :class:`~apps.domain.nccl_search_core.Outcome` from what it
 The Python recursion stays the reference: ``tests/domain/engine/test_search_native.py`` runs
 both on every run of the cases' searches and on random meshes and asks for the same time left,
 steps, graph and record. The C one is used when it is built (``make install`` compiles it with
-the C compiler Python was built with) and the system has at most :data:`MAX_GPUS` GPUs (a GPU set
-is one 64-bit mask); ``TOPOWEB_SEARCH_CORE=python`` keeps to the Python one.
+the C compiler Python was built with), is as new as its source (the module carries the source's
+digest: a checkout updated without ``make install`` runs the Python one, with a warning), and the
+system has at most :data:`MAX_GPUS` GPUs (a GPU set is one 64-bit mask);
+``TOPOWEB_SEARCH_CORE=python`` keeps to the Python one.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 
+from apps.domain import build_native
 from apps.domain.nccl_search_core import Graph, Outcome, Params, Record
 from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, SIG_MOD, TREE, Tables, type_name, units
 
-try:
-    from apps.domain import _search_core
-except ImportError:  # not built (no compiler at install): the Python recursion runs
-    _search_core = None
+log = logging.getLogger(__name__)
 
-__all__ = ["MAX_GPUS", "available", "run", "spec"]
+
+def _load():
+    """The built module, unless it is missing (no compiler at install) or older than its source
+    (a checkout updated without ``make install``): then None, and the Python recursion runs."""
+    try:
+        from apps.domain import _search_core as module
+    except ImportError:
+        return None
+    source = Path(build_native.ROOT / build_native.SOURCE)
+    if source.exists() and getattr(module, "source_sha", None) != build_native.source_sha(source):
+        log.warning("%s is older than %s: the channel search runs its Python recursion until make install "
+                    "builds it again", module.__file__, build_native.SOURCE)
+        return None
+    return module
+
+
+_search_core = _load()
+
+__all__ = ["MAX_GPUS", "available", "c_module", "run", "spec"]
 
 MAX_GPUS = 64
 _PATTERN = {RING: 0, BALANCED_TREE: 1, TREE: 2, NVLS: 3}
 
 
+def c_module():
+    """The C module where it is built, current and wanted (``TOPOWEB_SEARCH_CORE`` is not
+    ``python``), else None."""
+    if _search_core is None or os.environ.get("TOPOWEB_SEARCH_CORE", "auto") == "python":
+        return None
+    return _search_core
+
+
 def available(tb: Tables) -> bool:
     """Whether the C recursion is built, wanted and can search ``tb``'s system."""
-    return (_search_core is not None and os.environ.get("TOPOWEB_SEARCH_CORE", "auto") != "python"
-            and 1 <= tb.n <= MAX_GPUS)
+    return c_module() is not None and 1 <= tb.n <= MAX_GPUS
 
 
 def _paths(tb: Tables, key: tuple, rows, width: int, count: int) -> list:

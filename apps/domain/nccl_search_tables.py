@@ -27,7 +27,6 @@ one channel search read the same), at most :data:`MAX_KEPT`; :func:`clear` forge
 from __future__ import annotations
 
 import math
-import os
 import random
 import weakref
 from collections import deque
@@ -39,11 +38,6 @@ import networkx as nx
 from apps.domain.nccl_local import PathView, channel_nets
 from apps.domain.nccl_system import NVS, Path, System
 from apps.domain.paths import NCCL_TYPES, nccl_rank
-
-try:
-    from apps.domain import _search_core
-except ImportError:  # not built: networkx's minimum cut (apps.domain.nccl_search_native)
-    _search_core = None
 
 __all__ = ["PathT", "Tables", "min_cut", "tables", "clear", "units", "type_name", "RING", "BALANCED_TREE", "TREE", "NVLS",
            "MAX_KEPT", "SIG_MOD"]
@@ -472,8 +466,11 @@ def min_cut(n: int, edges: list[tuple[int, int, int]]) -> int:
     it is not connected: Stoer-Wagner, in C where the channel search's C recursion is built
     (``apps/domain/_search_core.c``; a tenth of networkx's time on these graphs of tens of nodes),
     else networkx's."""
-    if _search_core is not None and os.environ.get("TOPOWEB_SEARCH_CORE", "auto") != "python":
-        return _search_core.min_cut(n, edges)
+    from apps.domain import nccl_search_native  # imports this module: read when first asked
+
+    fast = nccl_search_native.c_module()
+    if fast is not None:
+        return fast.min_cut(n, edges)
     graph = nx.Graph()
     graph.add_nodes_from(range(n))
     graph.add_weighted_edges_from(edges)

@@ -146,3 +146,15 @@ def test_tables_with_an_index_out_of_range_are_refused_not_read(monkeypatch):
         nccl_search_native.run(tb, p, False, 2048, 0, 20_000, None, 32)
     monkeypatch.setitem(tb.kept, key, good)
     assert nccl_search_native.run(tb, p, False, 2048, 0, 20_000, None, 32).best is not None
+
+
+@needs_c
+def test_a_module_older_than_its_source_is_not_used(monkeypatch, caplog):
+    # a checkout updated without make install: the module's digest is not the source's
+    from apps.domain import build_native
+
+    assert nccl_search_native._load() is not None  # this build is current
+    monkeypatch.setattr(build_native, "source_sha", lambda path=None: "0" * 16)
+    with caplog.at_level("WARNING"):
+        assert nccl_search_native._load() is None
+    assert "older than apps/domain/_search_core.c" in caplog.text
