@@ -77,11 +77,13 @@ RCCL_SPEEDS = (48.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0
 NCCL_TIMEOUT = 1 << 14
 NCCL_TIMEOUT_SAME = 1 << 8
 GLOBAL_TIMEOUT = 1 << 19
-#: topoweb's budgets: a step of this search costs about a hundred of NCCL's C++ steps, so each
-#: search gets 1/8 of NCCL's and one ``compute`` at most ``STEP_BUDGET`` steps (NCCL: 2^19). On
-#: NVSwitch boards the bounds below end every search long before; on switchless meshes of 8 GPUs
-#: the channels are NCCL's; on larger meshes a search may stop earlier than NCCL's would, and the
-#: graph says so (``budget_hit``): its channel count is then a lower bound.
+#: topoweb's budgets: each search gets 1/8 of NCCL's and one ``compute`` at most ``STEP_BUDGET``
+#: steps (NCCL: 2^19), set when a step cost 3 us in Python against NCCL's fraction of one in C++.
+#: The C recursion (``nccl_search_native``) makes a step cost 0.05 us, but the budgets stay these,
+#: so that a host without it (no C compiler) finds the same channels. On NVSwitch boards the
+#: bounds below end every search long before; on switchless meshes of 8 GPUs the channels are
+#: NCCL's; on larger meshes a search may stop earlier than NCCL's would, and the graph says so
+#: (``budget_hit``): its channel count is then a lower bound.
 TIMEOUT = NCCL_TIMEOUT >> 3
 TIMEOUT_TREE = NCCL_TIMEOUT >> 3
 TIMEOUT_SAME = NCCL_TIMEOUT_SAME

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 from apps.domain import build_native
 from apps.domain.nccl_search_core import Graph, Outcome, Params, Record
 from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, SIG_MOD, TREE, Tables, type_name, units
 
+__all__ = ["MAX_GPUS", "available", "c_module", "run", "spec"]
+
 log = logging.getLogger(__name__)
+MAX_GPUS = 64
+_PATTERN = {RING: 0, BALANCED_TREE: 1, TREE: 2, NVLS: 3}
 
 
 def _load():
@@ -36,7 +39,7 @@ def _load():
         from apps.domain import _search_core as module
     except ImportError:
         return None
-    source = Path(build_native.ROOT / build_native.SOURCE)
+    source = build_native.ROOT / build_native.SOURCE
     if source.exists() and getattr(module, "source_sha", None) != build_native.source_sha(source):
         log.warning("%s is older than %s: the channel search runs its Python recursion until make install "
                     "builds it again", module.__file__, build_native.SOURCE)
@@ -45,11 +48,6 @@ def _load():
 
 
 _search_core = _load()
-
-__all__ = ["MAX_GPUS", "available", "c_module", "run", "spec"]
-
-MAX_GPUS = 64
-_PATTERN = {RING: 0, BALANCED_TREE: 1, TREE: 2, NVLS: 3}
 
 
 def c_module():
@@ -132,9 +130,9 @@ def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, 
     can_close = tb.can_close(te, p.cross_nic) if inter and pattern == RING else True
     kept_orders = tb.kept.setdefault(("native orders", pattern, ti), {})
     left, count, changed, hops, orders, nets, compared, cuts = _search_core.run(
-        spec(tb, p, inter, ti, te), order_of, kept_orders, _PATTERN[pattern], int(inter), units(p.bw_intra), units(p.bw_inter),
-        p.bw_intra, p.bw_inter, p.cross_nic, p.same, p.min_channels, p.max_channels, time, steps, budget, ub,
-        can_close, kept)
+        spec(tb, p, inter, ti, te), order_of, kept_orders, _PATTERN[pattern], int(inter), units(p.bw_intra),
+        units(p.bw_inter), p.bw_intra, p.bw_inter, p.cross_nic, p.same, p.min_channels, p.max_channels, time, steps,
+        budget, ub, can_close, kept)
     if changed:
         best = Graph(pattern, len(orders), p.bw_intra, p.bw_inter, type_name(p.type_intra), type_name(p.type_inter),
                      p.cross_nic, hops, tuple(tuple(tb.gpu_names[g] for g in o) for o in orders),

@@ -316,7 +316,7 @@ class Tables:
         switchless NVLink or xGMI mesh of direct links), a pair of GPUs carries at most
         ``cap // amount`` channels on its narrowest link each way, and R rings need, across every
         split, 2R of those in both directions together: R <= (minimum cut) // 2, the minimum
-        cut of the GPUs weighted by both directions' channels (Stoer-Wagner, networkx). Where
+        cut of the GPUs weighted by both directions' channels (Stoer-Wagner, :func:`min_cut`). Where
         paths share a link (PCIe, NVSwitch) a pair's channels are not its own and the bound is
         not used (None): :func:`~apps.domain.nccl_search_core.fit` still bounds every GPU."""
         key = (ti, bw)
