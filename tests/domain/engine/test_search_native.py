@@ -158,3 +158,20 @@ def test_a_module_older_than_its_source_is_not_used(monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         assert nccl_search_native._load() is None
     assert "older than apps/domain/_search_core.c" in caplog.text
+
+
+@needs_c
+@pytest.mark.parametrize("cross", [0, 1])
+@pytest.mark.parametrize("name", ["hgx_h100_nvswitch_8x400ib", "della_8xh100_6nic_400ib", "a100_two_rails_per_gpu_roce",
+                                  "dgx1_v100_hybrid_cube_mesh_4x100ib"])
+def test_nic_crossing_as_the_environment_sets_it_searches_the_same_in_c(name, cross, monkeypatch):
+    # NCCL_CROSS_NIC=0 and =1 (the default, 2, is what the cases above search)
+    both = _Both()
+    monkeypatch.setattr(nccl_search_core, "run", both)
+    system = est.link_figures(CASES[name]())
+    est.clear_caches()
+    ring = nccl_search.compute(system, nccl_search.RING, inter=True, cross_nic=cross)
+    nccl_search.compute(system, nccl_search.BALANCED_TREE, inter=True, cross_nic=cross,
+                        min_channels=ring.n_channels, max_channels=ring.n_channels)
+    assert both.runs and both.kept
+    assert both.differ == []
