@@ -251,7 +251,7 @@ static inline uint64_t mulmod(uint64_t a, uint64_t b) {
     return (uint64_t)(((unsigned __int128)a * b) % SIG_MOD);
 }
 
-/* ---- better / _cut / _first_kept / fit / _chain -------------------------------------------- */
+/* ---- nccl_search_bounds: better / cuts / first_kept / fit / _chain ----------------------------- */
 static int better(S *s, int n, long hops) {
     if (!s->k_has)
         return 1;

@@ -27,7 +27,7 @@ it: a search that cannot beat the graph already kept is not run (its bound: ever
 rings inside a node every split of the GPUs, ``Tables.ring_cut``; across nodes the links of the
 NET paths, ``Tables.net_flow``, and for the same channels the NETs of one GPU,
 ``Tables.same_start_units``), and a partial one is cut when the links left cannot hold enough
-channels to beat it (``nccl_search_core.fit``: each ring channel leaves and enters every GPU once,
+channels to beat it (``nccl_search_bounds.fit``: each ring channel leaves and enters every GPU once,
 a chain every GPU but its ends); a state already searched (the same residual bandwidth on every
 link and NET, the same channel so far) is not searched again;
 among candidates NCCL ranks equal, the one with the fewest unvisited GPUs to go on to is tried
@@ -53,6 +53,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, replace
 
+from apps.domain import nccl_search_bounds as bounds
 from apps.domain import nccl_search_core as core
 from apps.domain import nccl_search_tables as tables_mod
 from apps.domain.nccl_search_core import Graph, Params
@@ -123,8 +124,8 @@ class _Searcher:
         return self.tb.effective(p.type_intra, p.type_inter, self.inter)
 
     def upper_bound(self, p: Params, tight: bool = True) -> int:
-        """The most channels that can fit at ``p``'s speed (``core.upper_bound``; without
-        ``tight``, ``core.fit`` alone). A search that reaches it stops; one whose bound cannot beat
+        """The most channels that can fit at ``p``'s speed (``bounds.upper_bound``; without
+        ``tight``, ``bounds.fit`` alone). A search that reaches it stops; one whose bound cannot beat
         the kept graph is not run, and a partial search whose channels plus what still fits cannot
         beat it is cut (topoweb's branch and bound: the answer NCCL's search reaches, without the
         time its budgets spend)."""
@@ -132,7 +133,7 @@ class _Searcher:
         key = (p.pattern, p.bw_intra, p.bw_inter, ti, te, p.max_channels, self.inter and p.same == 1, tight)
         got = self._ub.get(key)
         if got is None:
-            got = self._ub[key] = core.upper_bound(self.tb, p, ti, te, self.inter, tight)
+            got = self._ub[key] = bounds.upper_bound(self.tb, p, ti, te, self.inter, tight)
         return got
 
     def hopeless(self, p: Params) -> bool:

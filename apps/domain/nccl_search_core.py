@@ -13,8 +13,8 @@ L410-443), and a complete channel is kept when ``ncclTopoCompareGraphs`` (L445-4
 topoweb's additions, each leaving the channels NCCL's search reaches unchanged (they only spend
 fewer steps getting there; ``apps.domain.nccl_search`` documents them): a state already searched in
 this run (the same residual bandwidth on every link and NET, the same channel so far) is not
-searched again; a partial graph whose channels plus what still fits (:func:`fit`) cannot beat the
-kept graph is cut; a run that reaches :func:`fit`'s bound stops; among candidates NCCL ranks equal,
+searched again; a partial graph whose channels plus what still fits (``nccl_search_bounds.fit``)
+cannot beat the kept graph is cut; a run that reaches the bound stops; among candidates NCCL ranks equal,
 the one with the fewest unvisited GPUs to go on to is tried first (switchless meshes).
 
 Everything runs on integers: GPUs, NETs and links are indexes of :class:`~apps.domain.
@@ -31,12 +31,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from apps.domain.nccl_search_bounds import better, cuts, first_kept, fit
 from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, SIG_MOD, TREE, Tables, type_name, units
 
-__all__ = ["Graph", "Params", "Record", "Outcome", "run", "run_python", "fit", "upper_bound", "better", "PCI_TIMEOUT"]
+__all__ = ["Graph", "Params", "Record", "Outcome", "run", "run_python", "PCI_TIMEOUT"]
 
 PCI_TIMEOUT = 1 << 10  # RecNet's first PCI-order attempt (L782-788)
-EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Record:
             if better(p, best, n, hops, n_gpus):
                 return False
         for reach, cut in self.cuts.items():
-            if _cut(p, best, reach) != cut:
+            if cuts(p, best, reach) != cut:
                 return False
         return True
 
@@ -120,140 +120,9 @@ class _Abort(Exception):
     """The run can take no further step (stopped, perfect graph found, or out of steps)."""
 
 
-def better(p: Params, ref, n: int, hops: int, n_gpus: int) -> bool:
-    """``ncclTopoCompareGraphs`` (L445-468): whether ``n`` channels of ``p`` with ``hops`` hops
-    beat the kept graph ``ref``."""
-    if ref is None:
-        return True
-    if p.pattern == NVLS:
-        return (ref.n_channels < n <= n_gpus) or n * p.bw_inter > ref.n_channels * ref.bw_inter
-    if n * p.bw_intra > ref.n_channels * ref.bw_intra + EPS:
-        return True
-    if n * p.bw_intra < ref.n_channels * ref.bw_intra - EPS:
-        return False
-    return ref.pattern == p.pattern and ref.cross_nic == p.cross_nic and hops < ref.hops
-
-
-def _cut(p: Params, best, reach: int) -> bool:
-    """Whether ``reach`` channels at most (found + still fitting) cannot beat the kept graph."""
-    return best is not None and reach * p.bw_intra <= best.n_channels * best.bw_intra + EPS
-
-
-def _chain(us: list[int], limit: int) -> int:
-    """The most chains ``r <= limit`` such that for every ``R <= r`` the GPUs' link units ``us``
-    lack at most ``R`` in all: ``sum(max(0, R - u)) <= R``."""
-    us = sorted(us)
-    i, cnt, s, m = 0, 0, 0, len(us)
-    for r in range(1, limit + 1):
-        while i < m and us[i] < r:
-            s += us[i]
-            cnt += 1
-            i += 1
-        if cnt * r - s > r:
-            return r - 1
-    return limit
-
-
-def fit(tb: Tables, res: list[int], nres: list[int], p: Params, ti: int, te: int, inter: bool,
-        bw: int, bw_net: int, enough: int = 0) -> int:
-    """How many more channels the residual links ``res`` (and NETs ``nres``) could hold at most.
-    A ring inside a node leaves and enters every GPU once; a chain (a tree, or a ring across nodes
-    between its NETs) leaves every GPU but its last and enters every GPU but its first over GPU
-    links: R more chains need, over GPUs, sum of max(0, R - units) <= R for the links out and in.
-
-    With ``enough``, the count may stop as soon as it is below ``enough``: the value returned is
-    then a bound above the count, and below ``enough`` too (what a caller deciding a cut needs)."""
-    out = p.max_channels
-    n = tb.n
-    firsts, lasts, net_firsts, net_lasts = tb.ends(ti, te, inter)
-    if inter:
-        u = 0
-        for v in nres:
-            u += v // bw_net
-        if u < out:
-            out = u
-        if out and p.pattern == RING and not tb.can_close(te, p.cross_nic):
-            return 0
-        if out < enough:
-            return out
-    if n > 1 and p.pattern == RING and not inter:
-        for ends in (firsts, lasts):
-            for ks in ends:
-                u = 0
-                for k in ks:
-                    u += res[k] // bw
-                if u < out:
-                    out = u
-                    if out < enough:
-                        return out
-    elif n > 1:
-        outs, ins = [], []
-        for ends, units_of in ((firsts, outs), (lasts, ins)):
-            for ks in ends:
-                u = 0
-                for k in ks:
-                    u += res[k] // bw
-                units_of.append(u)
-            out = _chain(units_of, out)
-            if out < enough:
-                return out
-        if p.pattern == RING:  # and each GPU leaves and enters once per channel, to a GPU or a NET
-            for g in range(n):
-                u = outs[g]
-                for k in net_firsts[g]:
-                    u += res[k] // bw_net
-                if u < out:
-                    out = u
-                u = ins[g]
-                for k in net_lasts[g]:
-                    u += res[k] // bw_net
-                if u < out:
-                    out = u
-                if out < enough:
-                    return out
-    return out
-
-
-def _first_kept(p: Params, best, min_channels: int) -> int:
-    """The fewest channels (found and still fitting) that the kept graph ``best`` does not cut."""
-    if best is None:
-        return min_channels
-    t = max(min_channels, int((best.n_channels * best.bw_intra + EPS) / p.bw_intra) - 1)
-    while _cut(p, best, t):
-        t += 1
-    return t
-
-
-def upper_bound(tb: Tables, p: Params, ti: int, te: int, inter: bool, tight: bool = True) -> int:
-    """The most channels that can fit at ``p``'s speed: :func:`fit` on the whole links and, when
-    ``tight``, for rings inside a node every cut of the GPUs (``Tables.ring_cut``), across nodes
-    the links of the NET paths (``Tables.net_flow``) and for the same channels the NETs that can
-    start a channel at one GPU (``Tables.same_start_units``)."""
-    if p.pattern == NVLS:
-        return p.max_channels
-    out = fit(tb, tb.cap0, tb.net0, p, ti, te, inter, units(p.bw_intra), units(p.bw_inter))
-    if not tight:
-        return out
-    if p.pattern == RING and not inter and out:
-        cut = tb.ring_cut(ti, units(p.bw_intra))
-        if cut is not None and cut < out:
-            out = cut
-    if inter and out:
-        trees = p.pattern in (BALANCED_TREE, TREE)
-        bwe = units(p.bw_inter)
-        if p.same == 1:
-            out = min(out, tb.same_start_units(te, trees, bwe))
-        # every channel comes down one NET->GPU path and goes back up one GPU->NET path (a
-        # balanced tree two, each with half the bandwidth)
-        out = min(out, tb.net_flow(te, trees, bwe, False),
-                  tb.net_flow(te, trees, bwe // 2, True) // 2 if p.pattern == BALANCED_TREE else
-                  tb.net_flow(te, trees, bwe, True))
-    return out
-
-
 def run(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget: int, best, ub: int) -> Outcome:
     """One ``ncclTopoSearchRec`` with fresh residuals from ``time`` budget and ``steps`` counted so
-    far (at most ``budget`` in all), ``best`` the graph kept, ``ub`` :func:`upper_bound`: in C
+    far (at most ``budget`` in all), ``best`` the graph kept, ``ub`` :func:`~apps.domain.nccl_search_bounds.upper_bound`: in C
     (:mod:`apps.domain.nccl_search_native`) where it is built, else :func:`run_python`."""
     native = _native()
     if native is not None and native.available(tb):
@@ -376,7 +245,7 @@ def run_python(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget
         if nch < max_ch and left > 0:
             if not is_nvls:
                 if threshold[0] is not kept[0]:
-                    threshold[0], threshold[1] = kept[0], _first_kept(p, kept[0], min_ch)
+                    threshold[0], threshold[1] = kept[0], first_kept(p, kept[0], min_ch)
                 # a bound on what still fits, exact unless it is already too few (then an upper
                 # bound that is too few as well: the cut is the same, and recorded for it)
                 reach = nch + fit(tb, res, nres, p, ti, te, inter, bwi, bwe, threshold[1] - nch)
@@ -395,7 +264,7 @@ def run_python(tb: Tables, p: Params, inter: bool, time: int, steps: int, budget
                         reach = u
                 if reach < min_ch:
                     return
-                cut = _cut(p, kept[0], reach)
+                cut = cuts(p, kept[0], reach)
                 record.cuts[reach] = cut
                 if cut:
                     return

@@ -16,7 +16,7 @@ thousands of states on a switchless mesh, so it reads this view instead, where
   the GPU and NET paths within the limit (``ncclTopoFollowPath`` refusing farther ones,
   search.cc L148-149), the candidate order of ``ncclTopoSearchNextGpuSort`` (L253-326), the NETs
   of ``ncclTopoSelectNets`` (L541-589), the per-GPU first and last links the search's bound
-  counts (``nccl_search_core.fit``) and the tighter bounds ``nccl_search_core.upper_bound`` asks
+  counts (``nccl_search_bounds.fit``) and the tighter bounds ``nccl_search_bounds.upper_bound`` asks
   for (:meth:`Tables.ring_cut`, :meth:`Tables.net_flow`, :meth:`Tables.same_start_units`), per
   limit and speed.
 
@@ -318,7 +318,7 @@ class Tables:
         split, 2R of those in both directions together: R <= (minimum cut) // 2, the minimum
         cut of the GPUs weighted by both directions' channels (Stoer-Wagner, :func:`min_cut`). Where
         paths share a link (PCIe, NVSwitch) a pair's channels are not its own and the bound is
-        not used (None): :func:`~apps.domain.nccl_search_core.fit` still bounds every GPU."""
+        not used (None): :func:`~apps.domain.nccl_search_bounds.fit` still bounds every GPU."""
         key = (ti, bw)
         if key in self._cuts:
             return self._cuts[key]
