@@ -51,7 +51,7 @@ is always present (empty list / null when unknown):
                         "gen": int|null, "width": int|null, "max_gen": int|null, "max_width": int|null,
                         "links": int|null, "spec_gbs": float|null, "expected_gbs": float|null,
                         "degraded": bool, "inferred": bool, "note": str|null,
-                        "assumed": bool,   # figures from the assumption policy (bandwidth.assume)
+                        "assumed": bool,   # figures from the assumption policy (assumptions.assume)
                         "nccl_gbs": float|null, "citation": str|null}]},   # citation: bandwidth source
   "gpus": [{"name": "GPU0", "index": int, "node": graph node id, "bdf": str|null, "uuid": str|null,
             "model": str|null, "numa": int|null, "cpu_affinity": str|null, "nic": HCA name|null}],
@@ -142,11 +142,11 @@ is always present (empty list / null when unknown):
   "warnings": [str],
   "assumptions": [str]   # plain sentences: every value assumed because the report did not say it,
                          # and what to send to know (the GPU query, lspci -vvv, host_info); see
-                         # apps.domain.bandwidth.assume. Absent from documents stored before it
+                         # apps.domain.assumptions.assume. Absent from documents stored before it
                          # existed (from_dict fills []).
 }
 
-Assumption policy (``bandwidth.assume``): GPU model unknown -> inferred from the NV# cells (NV18 ->
+Assumption policy (``assumptions.assume``): GPU model unknown -> inferred from the NV# cells (NV18 ->
 H100-class, or B200-class GB200 with Grace's GPU NUMA ids; NV12 -> A100-class; NV6 on NVSwitch ->
 V100 DGX-2; NV1/NV2 mesh -> V100; NV4 between two GPUs -> GA10x bridge), else none; PCIe links not
 reported -> the GPU class's host link, Gen3 for the legacy topo -m legend, else Gen4 x16; CPU unknown

@@ -414,7 +414,7 @@ def _pxn(gpus: tuple[str, ...], dev: Mapping[str, int], nets: list[Net], gpu_pat
 
 def _cpu(doc: Mapping, G: nx.Graph) -> tuple[str, str]:
     """(NCCL CPU arch, vendor): x86/power/arm and intel/amd/zhaoxin; unknown CPUs are taken as
-    Intel x86, the assumption policy's SKL class (bandwidth.ASSUMED_INTER_SOCKET)."""
+    Intel x86, the assumption policy's SKL class (assumptions.ASSUMED_INTER_SOCKET)."""
     vendor = str((doc.get("graph") or {}).get("cpu_vendor") or G.graph.get("cpu_vendor") or "").lower()
     if any(G.nodes[g].get("c2c") for g in G if G.nodes[g].get("kind") == "gpu"):
         return "arm", "arm"

@@ -23,7 +23,7 @@ Everything here follows NCCL v2.30 defaults (domain.md sections 1a, 1c, 3.1):
 Functions take the HostGraph ``G`` first (see the engine contract) and return plain dicts in the
 shapes of the snapshot document (``apps/domain/analysis.py``): hop dicts
 ``{"from", "to", "from_id", "to_id", "kind", "spec_gbs", "expected_gbs", "flows", "assumed", "note"}``
-(``assumed``: the figures come from ``bandwidth.assume``, the note says what to send to know).
+(``assumed``: the figures come from ``assumptions.assume``, the note says what to send to know).
 
 Optional facts read from the graph when present: ``G.graph["p2p"]`` (``nvidia-smi topo -p2p``
 matrices ``{mode: {row: {col: token}}}``).

@@ -53,6 +53,7 @@ from typing import Any
 import networkx as nx
 
 from apps.domain import bandwidth as bw
+from apps.domain.assumptions import assume
 from apps.domain.analysis import HostAnalysis, analyze_host, build_document, nccl_env
 from apps.domain.assemble import assemble
 from apps.domain.compare import compare_docs
@@ -384,7 +385,7 @@ def _set_gpu_model(H: nx.Graph, res: dict, i: int, e: dict) -> None:
     if not was_assumed:
         return
     # PCIe links nobody reported were assumed from the GPU class: assume again from the model
-    policy = bw.assume(model, gpu_count=len(gpus), cpu_vendor=H.graph.get("cpu_vendor"),
+    policy = assume(model, gpu_count=len(gpus), cpu_vendor=H.graph.get("cpu_vendor"),
                        cpu_model=H.graph.get("cpu_model"))
     for child, d in list(H.nodes(data=True)):
         link = _uplink(H, child)

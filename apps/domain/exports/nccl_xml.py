@@ -92,7 +92,7 @@ PCIE_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "1
 # x86 CPU classes (topo.cc L704-757): arch, vendor string, and whether NCCL reads family/model
 _CPU_STRINGS = {"intel": ("x86_64", "GenuineIntel"), "amd": ("x86_64", "AuthenticAMD"),
                 "zhaoxin": ("x86_64", "CentaurHauls"), "arm": ("arm64", None), "power": ("ppc64", None)}
-_SKL_MODEL = 0x55  # topo.cc L750: Skylake, NCCL's SKL_QPI_BW class (bandwidth.ASSUMED_INTER_SOCKET)
+_SKL_MODEL = 0x55  # topo.cc L750: Skylake, NCCL's SKL_QPI_BW class (assumptions.ASSUMED_INTER_SOCKET)
 _AFFINITY_RE = re.compile(r"^[0-9a-fA-F]+(,[0-9a-fA-F]+)*$")  # NCCL's cpumask text (ncclStrToCpuset)
 _MODEL_ID = {name: pid for pid, name in devices.GPU_MODEL_BY_ID.items()}
 _AMD_RE = re.compile(r"\bAMD\b|Instinct|\bMI\d{2,3}", re.IGNORECASE)

@@ -14,6 +14,7 @@ from typing import Any
 import networkx as nx
 
 from apps.domain import bandwidth as bw
+from apps.domain.assumptions import Assumptions, assume
 from apps.domain.facts import GpuFact, HostFacts, NicFact
 
 __all__ = ["Draft", "add_node", "add_edge", "add_pcie_edge"]
@@ -96,7 +97,7 @@ class Draft:
     G: nx.Graph = field(default_factory=nx.Graph)
     warnings: list[str] = field(default_factory=list)
     disagreements: list[dict] = field(default_factory=list)
-    policy: bw.Assumptions | None = None
+    policy: Assumptions | None = None
     info: bw.GpuInfo | None = None
     used: set[str] = field(default_factory=set)
     assumptions: list[str] = field(default_factory=list)
@@ -109,7 +110,7 @@ class Draft:
         """An empty graph for ``facts``, with the assumption policy for what they leave out."""
         nv_counts = [p.links for p in facts.nvlink_pairs if p.b != "nvswitch" and p.fabric == "nvlink"]
         fabric = any(p.b == "nvswitch" for p in facts.nvlink_pairs) or any(d.kind == "nvswitch" for d in facts.pci)
-        policy = bw.assume(facts.gpu_model, nv_counts=nv_counts, gpu_count=len(facts.gpus), fabric=fabric,
+        policy = assume(facts.gpu_model, nv_counts=nv_counts, gpu_count=len(facts.gpus), fabric=fabric,
                            legacy_topo=facts.topo_legacy, cpu_vendor=facts.cpu_vendor,
                            cpu_model=facts.cpu_model, cpu_family=facts.cpu_family,
                            grace=any(g.c2c for g in facts.gpus))
@@ -174,7 +175,7 @@ class Draft:
 
     # -- PCIe links ------------------------------------------------------------------------
     def assumed_link(self) -> tuple[int, int, str]:
-        """(gen, width, note) of the PCIe link assumed where nobody reported one (``bandwidth.assume``)."""
+        """(gen, width, note) of the PCIe link assumed where nobody reported one (``assumptions.assume``)."""
         p = self.policy
         return p.pcie_gen, p.pcie_width, p.pcie_note
 

@@ -4,7 +4,7 @@ The matrix gives each pair of devices the farthest element between them, so nest
 rebuild a tree: devices closer than ``SYS`` share a NUMA node (the affinity columns name it),
 closer than ``NODE`` one root complex, closer than ``PHB`` one switch tree (an inferred parent
 switch when it holds several ``PIX`` groups) and ``PIX`` groups one switch each. Everything made
-here is ``inferred=True`` and its links are assumed (``bandwidth.assume``). A pair whose cell
+here is ``inferred=True`` and its links are assumed (``assumptions.assume``). A pair whose cell
 is ``NV#`` takes its PCIe relation from ``topo -mp`` when the report has it.
 """
 

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 
 from apps.domain import bandwidth as bw
+from apps.domain.assumptions import SEND_GPU_QUERY
 from apps.domain.hostgraph.draft import Draft, add_edge, add_node
 from apps.domain.names import pair_key
 
@@ -88,7 +89,7 @@ def _link_model(d: Draft, any_links: bool) -> tuple[str | int, str | None]:
         if not link_model:
             link_model = _NVLINK_SPEC_SM
             assumed = ("GPU model unknown: 25 GB/s per link assumed (NVLink2-4; B200 would be 50); "
-                       + bw.SEND_GPU_QUERY)
+                       + SEND_GPU_QUERY)
     if not f.gpu_model and f.gpus:
         d.used.add("gpu")  # say the model is unknown (and what was assumed) either way
     if assumed is not None and any_links:

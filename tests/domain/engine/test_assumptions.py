@@ -1,4 +1,4 @@
-"""The assumption policy (bandwidth.assume) as the graph, paths, contention, estimate and the
+"""The assumption policy (assumptions.assume) as the graph, paths, contention, estimate and the
 document use it; NCCL XML host bridges per NUMA node; inferred NVSwitch; dual-port HCAs."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.domain import assumptions
 from apps.domain import bandwidth as bw
 from apps.domain.analysis import HostAnalysis, analyze_host
 from apps.domain.assemble import assemble
@@ -33,21 +34,21 @@ def analyze(name: str, **extra: str) -> HostAnalysis:
     ([4] * 6, 4, "A100", 80),
 ])
 def test_gpu_class_from_nvlink_counts(counts, gpus, family, sm) -> None:
-    model, words = bw.infer_gpu_class(counts, gpus)
+    model, words = assumptions.infer_gpu_class(counts, gpus)
     info = bw.gpu_generation(model)
     assert info.family == family and info.sm == sm and words
 
 
 def test_no_nvlink_tells_nothing_about_the_model() -> None:
-    assert bw.infer_gpu_class([], 8) == (None, None)
-    a = bw.assume(None, nv_counts=[], gpu_count=8)
+    assert assumptions.infer_gpu_class([], 8) == (None, None)
+    a = assumptions.assume(None, nv_counts=[], gpu_count=8)
     assert a.gpu_model is None and not a.gpu_assumed
-    assert a.pcie_gen == bw.ASSUMED_PCIE_GEN == 4 and "GPU query" not in a.sentences["pcie"]
+    assert a.pcie_gen == assumptions.ASSUMED_PCIE_GEN == 4 and "GPU query" not in a.sentences["pcie"]
     assert "--query-gpu" in a.sentences["gpu"]
 
 
 def test_nv18_names_b200_ambiguity_and_inter_socket_is_nccl_skl() -> None:
-    a = bw.assume(None, nv_counts=[18] * 28, gpu_count=8)
+    a = assumptions.assume(None, nv_counts=[18] * 28, gpu_count=8)
     assert a.gpu_assumed and "H100-class" in a.sentences["gpu"] and "B200" in a.sentences["gpu"]
     assert a.pcie_gen == 5  # the H100 class's host link
     assert a.inter_socket_assumed and a.inter_socket.nccl_gbs == bw.INTER_SOCKET_TABLE["SKL"][1]
@@ -55,14 +56,14 @@ def test_nv18_names_b200_ambiguity_and_inter_socket_is_nccl_skl() -> None:
 
 
 def test_known_cpu_and_model_assume_nothing_but_unreported_links() -> None:
-    a = bw.assume("NVIDIA A100-SXM4-80GB", cpu_vendor="amd", cpu_model=1, cpu_family=25)
+    a = assumptions.assume("NVIDIA A100-SXM4-80GB", cpu_vendor="amd", cpu_model=1, cpu_family=25)
     assert not a.gpu_assumed and not a.inter_socket_assumed
     assert a.inter_socket.nccl_gbs == bw.INTER_SOCKET_TABLE["AMD"][1]
     assert set(a.sentences) == {"pcie"}
 
 
 def test_legacy_legend_assumes_gen3() -> None:
-    assert bw.assume(None, legacy_topo=True).pcie_gen == 3
+    assert assumptions.assume(None, legacy_topo=True).pcie_gen == 3
 
 
 # -- topo -m alone: every hop has a figure, flagged, and the document says why -----------------
@@ -194,3 +195,10 @@ def test_second_hca_port_shares_the_topo_label_and_place() -> None:
     assert G.nodes["mlx5_0:2"]["parent"] == G.nodes["mlx5_0"]["parent"]
     assert path_class(G, "GPU0", "mlx5_0:2") == "PIX"
     assert not G.graph["disagreements"]
+
+
+def test_the_policy_s_docstring_examples_hold():
+    import doctest
+
+    failed, tried = doctest.testmod(assumptions)
+    assert tried >= 6 and failed == 0
