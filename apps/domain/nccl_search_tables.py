@@ -139,6 +139,7 @@ class Tables:
         self._view = view
         self._gpu_paths = system.gpu_paths
         self._within: dict = {}
+        self._effective: dict = {}
         self._order: dict = {}
         self._ranks: dict = {}
         self._onward: dict = {}
@@ -157,10 +158,15 @@ class Tables:
     # --- the effective limit ---------------------------------------------------------------------
     def effective(self, type_intra: int, type_inter: int, inter: bool) -> tuple[int, int]:
         """The path-type limits as the search sees them: the highest rank of a path the limit lets
-        through (a limit between two ranks that paths have lets the same paths through)."""
-        ti = max((r for r in self.gpu_ranks if r <= type_intra), default=-1)
-        te = max((r for r in self.net_ranks if r <= type_inter), default=-1) if inter else -1
-        return ti, te
+        through (a limit between two ranks that paths have lets the same paths through). Kept:
+        the driver asks it of every search it considers, a thousand times an estimate."""
+        key = (type_intra, type_inter, inter)
+        got = self._effective.get(key)
+        if got is None:
+            ti = max((r for r in self.gpu_ranks if r <= type_intra), default=-1)
+            te = max((r for r in self.net_ranks if r <= type_inter), default=-1) if inter else -1
+            got = self._effective[key] = (ti, te)
+        return got
 
     # --- paths within a limit ------------------------------------------------------------------
     def gpu_paths_within(self, ti: int) -> list[list[PathT | None]]:
