@@ -47,8 +47,11 @@ def _fill() -> tuple[str, str]:
     from apps.ingest.models import Host, Snapshot, Upload
     from tests.explorer import helpers as h
 
+    from apps.ingest import access
+
     get_user_model().objects.create_user("bench", password="bench-pw")
     c = services.create_cluster(name="bench")
+    access.grant(cluster=c, role=access.VIEWER, username="bench")  # clusters are private: the reader is let in
     base = h.standard_host(c, "gpu-000")
     odd = h.snapshot(c, "gpu-001", {"nvidia_smi_topo": h.read(h.TOPO), "ibstat": h.ibstat_port_down("mlx5_5")})
     for i in range(2, HOSTS):
