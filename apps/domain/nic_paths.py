@@ -221,9 +221,13 @@ class _CellView:
 
     def __init__(self, G: nx.Graph, cells: _Cells, types: Mapping | None = None):
         self.G, self.cells, self.types = G, cells, types
+        self._nets: dict[str, list[str]] = {}  # local_net asks once per channel: answered once per GPU
 
     def local_nets(self, g: str) -> list[str]:
-        return self.cells.local_nics(g, self.types)
+        got = self._nets.get(g)
+        if got is None:
+            got = self._nets[g] = self.cells.local_nics(g, self.types)
+        return got
 
     def local_gpus(self, n: str) -> list[str]:
         return self.cells.local_gpus(n)
