@@ -801,27 +801,8 @@ static PyObject *item(PyObject *spec, const char *name) {
     return v;
 }
 
-static int ints(PyObject *seq, int64_t **out, int *len) {
-    PyObject *f = PySequence_Fast(seq, "a sequence of integers");
-    if (f == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
-    *out = calloc(n ? n : 1, sizeof(int64_t));
-    if (*out == NULL) {
-        Py_DECREF(f);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PySequence_Fast_GET_ITEM(f, i);
-        (*out)[i] = o == Py_None ? -1 : (int64_t)PyLong_AsLongLong(o);
-    }
-    Py_DECREF(f);
-    *len = (int)n;
-    return PyErr_Occurred() ? -1 : 0;
-}
-
-static int uints(PyObject *seq, uint64_t **out, int *len) {
+/* a sequence of integers as 64-bit words: signed (None read as -1) or unsigned */
+static int words(PyObject *seq, uint64_t **out, int *len, int is_signed) {
     PyObject *f = PySequence_Fast(seq, "a sequence of integers");
     if (f == NULL)
         return -1;
@@ -832,12 +813,21 @@ static int uints(PyObject *seq, uint64_t **out, int *len) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        (*out)[i] = (uint64_t)PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(f, i));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(f, i);
+        if (!is_signed)
+            (*out)[i] = (uint64_t)PyLong_AsUnsignedLongLong(o);
+        else
+            (*out)[i] = o == Py_None ? (uint64_t)-1 : (uint64_t)PyLong_AsLongLong(o);
+    }
     Py_DECREF(f);
     *len = (int)n;
     return PyErr_Occurred() ? -1 : 0;
 }
+
+static int ints(PyObject *seq, int64_t **out, int *len) { return words(seq, (uint64_t **)out, len, 1); }
+
+static int uints(PyObject *seq, uint64_t **out, int *len) { return words(seq, out, len, 0); }
 
 static int small_ints(PyObject *seq, int **out, int *len) {
     int64_t *tmp;
