@@ -9,10 +9,11 @@ platform, layout) is a :class:`LayoutGroup` row with its host count, status, pag
 the norm's first host by name), and each host points at its newest snapshot and its group.
 
 ``host_changed(host_id)`` is called once per stored outcome (``processing._store_outcome``: a new
-snapshot, a rebuild, a failure, an unchanged re-report): an unchanged re-report costs two small
-queries; a new snapshot of the same layout moves nothing; a new layout moves the host between
-groups and recounts its platform (one GROUP BY over the platform's hosts) under a lock on the
-cluster row. What an odd host's layout differs in (``compare_summary``, two documents) is
+snapshot, a rebuild, a failure, an unchanged re-report): an unchanged re-report costs one small
+query (the host and its newest snapshot, joined); a new snapshot of the same layout moves nothing;
+a new layout moves the host between groups and recounts its platform (one GROUP BY over the
+platform's hosts) under a lock on the cluster row, naming the platform from the document the
+caller just wrote (``known``) rather than reading it back. What an odd host's layout differs in (``compare_summary``, two documents) is
 computed for that host at ingest and, when the norm changed since, for the hosts a page shows
 (``refresh_lines``): never for the whole fleet at once.
 
@@ -37,6 +38,7 @@ NORM, ODD, ALONE, NO_MAJORITY = platforms.NORM, platforms.ODD, platforms.ALONE, 
 MAX_LINES = 5  # differences kept per host, most important first
 _ORDER = {NORM: 0, NO_MAJORITY: 1, ALONE: 2, ODD: 3}
 _ROW = ("id", "host_id", "collected_at", "built_at", "fingerprint", "gpu_count", "gpu_model")
+_HOST_ROW = ("id", "cluster_id", "latest_snapshot_id", "layout_id", "layout_compared")
 
 
 # --- what names a platform, read without the whole document ---------------------------------------
@@ -54,14 +56,35 @@ def snapshot_facts(snapshot_ids: Iterable[int]) -> dict[int, dict]:
     for pk, summary, assumed in rows:
         out[pk] = {"summary": summary if isinstance(summary, dict) else {}, "assumed_gpu_model": assumed,
                    "nvlink_class": None}
-    need = [pk for pk, f in out.items() if f["summary"].get("nvlink") and not f["summary"].get("gpu_model")
-            and not f["summary"].get("gpu_model_assumed") and not f["assumed_gpu_model"]]
+    need = [pk for pk, f in out.items() if _needs_nvlink_class(f)]
     if need:
         for pk, pairs in Snapshot.objects.filter(pk__in=need).values_list("pk", "document__gpu_pairs"):
-            widths = [int(p["path_class"][2:]) for p in pairs or []
-                      if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
-            out[pk]["nvlink_class"] = f"NV{max(widths)}" if widths else None
+            out[pk]["nvlink_class"] = _nvlink_class(pairs)
     return out
+
+
+def document_facts(document: dict) -> dict:
+    """``snapshot_facts`` of a snapshot whose document is at hand (the one just written at ingest)."""
+    summary = document.get("summary")
+    graph = document.get("graph")
+    facts = {"summary": summary if isinstance(summary, dict) else {},
+             "assumed_gpu_model": graph.get("assumed_gpu_model") if isinstance(graph, dict) else None,
+             "nvlink_class": None}
+    if _needs_nvlink_class(facts):
+        facts["nvlink_class"] = _nvlink_class(document.get("gpu_pairs"))
+    return facts
+
+
+def _needs_nvlink_class(facts: dict) -> bool:
+    summary = facts["summary"]
+    return bool(summary.get("nvlink") and not summary.get("gpu_model") and not summary.get("gpu_model_assumed")
+                and not facts["assumed_gpu_model"])
+
+
+def _nvlink_class(pairs) -> str | None:
+    widths = [int(p["path_class"][2:]) for p in pairs or []
+              if str(p.get("path_class") or "").startswith("NV") and p["path_class"][2:].isdigit()]
+    return f"NV{max(widths)}" if widths else None
 
 
 def layout_key(s: Snapshot, facts: dict | None) -> tuple[str, str, str]:
@@ -78,23 +101,27 @@ def _compared_key(ref: Snapshot | None, s: Snapshot | None) -> str:
     return f"{_version(ref)}/{_version(s)}"
 
 
-def _newest(host_id: int) -> Snapshot | None:
-    return Snapshot.objects.filter(host_id=host_id).order_by("-collected_at", "-id").only(*_ROW).first()
+def _newest(host_id: int) -> tuple[Host | None, Snapshot | None]:
+    """The host (``_HOST_ROW``) and its newest snapshot (``_ROW``), in one statement when it has one."""
+    latest = (Snapshot.objects.filter(host_id=host_id).order_by("-collected_at", "-id").select_related("host")
+              .only(*_ROW, *(f"host__{f}" for f in _HOST_ROW)).first())
+    if latest is not None:
+        return latest.host, latest
+    return Host.objects.filter(pk=host_id).only(*_HOST_ROW).order_by().first(), None  # no join for the ordering
 
 
 # --- at ingest --------------------------------------------------------------------------------------
 
 
-def host_changed(host_id: int) -> None:
+def host_changed(host_id: int, known: dict[int, dict] | None = None) -> None:
     """Bring the host's newest snapshot, layout group, its platform's statuses and its own
     differences up to date (module docstring). Nothing is written for an unchanged re-report;
     a new snapshot of the layout the host already had recounts nothing unless its previous
-    snapshot was a group's reference."""
-    host = Host.objects.filter(pk=host_id).only("id", "cluster_id", "latest_snapshot_id", "layout_id",
-                                                "layout_compared").order_by().first()  # no join for the ordering
+    snapshot was a group's reference. ``known``: {snapshot id: ``document_facts``} of snapshots
+    whose documents the caller holds (the one it just wrote), so they are not read back."""
+    host, latest = _newest(host_id)
     if host is None:
         return
-    latest = _newest(host_id)
     if latest is not None and host.latest_snapshot_id == latest.pk and host.layout_id is not None \
             and host.layout_compared.endswith("/" + _version(latest)):
         return  # the same snapshot as when its layout was last placed
@@ -103,7 +130,10 @@ def host_changed(host_id: int) -> None:
         old = LayoutGroup.objects.filter(pk=host.layout_id).first() if host.layout_id else None
         group = None
         if latest is not None:
-            pkey, label, fp = layout_key(latest, snapshot_facts([latest.pk]).get(latest.pk))
+            facts = (known or {}).get(latest.pk)
+            if facts is None:
+                facts = snapshot_facts([latest.pk]).get(latest.pk)
+            pkey, label, fp = layout_key(latest, facts)
             group, _ = LayoutGroup.objects.get_or_create(cluster_id=host.cluster_id, platform_key=pkey,
                                                          fingerprint=fp, defaults={"platform": label})
         Host.objects.filter(pk=host_id).update(latest_snapshot=latest, layout=group)
@@ -162,7 +192,11 @@ def refresh_platform(cluster_id: int, platform_key: str) -> bool:
             g.status, g.reference_id = (NORM, None) if g is norm else (ODD, ref_id)
         if tuple(getattr(g, f) for f in fields) != before:
             changed.append(g)
-    if changed:
+    if len(changed) == 1:  # a host joined or left one group of a one-group platform: a plain UPDATE
+        g = changed[0]
+        LayoutGroup.objects.filter(pk=g.pk).update(host_count=g.host_count, platform_size=g.platform_size,
+                                                   status=g.status, reference_id=g.reference_id)
+    elif changed:
         LayoutGroup.objects.bulk_update(changed, ["host_count", "platform_size", "status", "reference"])
     return bool(empty) or any(not g.position for g in live) or sorted(live, key=_page_order) != order_before
 

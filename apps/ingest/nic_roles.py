@@ -22,6 +22,7 @@ from collections import Counter
 from typing import Any
 
 from django.db import transaction
+from django.db.models import JSONField, OuterRef, Subquery
 from django.utils import timezone
 
 from apps.domain.analysis import analyze_host
@@ -110,15 +111,18 @@ def set_roles(snapshot: Snapshot, changes: Any, user) -> Snapshot:
 def carry_forward(upload_id: int) -> bool:
     """Bring the roles to the snapshot just written for ``upload_id`` (module docstring)."""
     # The document and the upload (its raw report: a megabyte with a whole-machine lspci -vvv) are
-    # read only when there are roles to carry; most snapshots have none.
-    snap = Snapshot.objects.defer("document").filter(upload_id=upload_id).first()
+    # read only when there are roles to carry; most snapshots have none. The roles of the host's
+    # previous snapshot with roles come in the same statement (a subquery), read when its own are none.
+    before = (Snapshot.objects.filter(host_id=OuterRef("host_id"), collected_at__lte=OuterRef("collected_at"))
+              .exclude(pk=OuterRef("pk")).exclude(nic_roles={}).order_by("-collected_at", "-id")
+              .values("nic_roles")[:1])
+    snap = (Snapshot.objects.defer("document").filter(upload_id=upload_id)
+            .annotate(roles_before=Subquery(before, output_field=JSONField())).first())
     if snap is None:
         return False
     stored = dict(snap.nic_roles or {})
     if not stored:
-        before = (Snapshot.objects.filter(host_id=snap.host_id, collected_at__lte=snap.collected_at)
-                  .exclude(pk=snap.pk).exclude(nic_roles={}).order_by("-collected_at", "-id")
-                  .values_list("nic_roles", flat=True).first())
+        before = snap.roles_before
         if not before:
             return False
         have = {n.get("name") for n in (snap.document or {}).get("nics") or []}

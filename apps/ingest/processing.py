@@ -155,16 +155,21 @@ def _store_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
     """``_write_outcome``, then the host's layout group brought up to date (``layouts.host_changed``)."""
     from apps.ingest import layouts, nic_roles
 
-    status = _write_outcome(upload, outcome, from_status=from_status, attempt=attempt)
+    status, written = _write_outcome(upload, outcome, from_status=from_status, attempt=attempt)
+    carried = False
     if status == Upload.Status.DONE:
-        nic_roles.carry_forward(upload.pk)  # the user's NIC roles, kept for the NICs still there
-    layouts.host_changed(upload.host_id)
+        carried = nic_roles.carry_forward(upload.pk)  # the user's NIC roles, kept for the NICs still there
+    # the document just written names the host's platform without reading it back (unless roles
+    # carried forward have rewritten it)
+    known = {written: layouts.document_facts(outcome.document)} if written is not None and not carried else None
+    layouts.host_changed(upload.host_id, known)
     return status
 
 
 def _write_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None,
-                   attempt: int | None = None) -> str:
-    """Write the result of an analysis and return the upload's status afterwards.
+                   attempt: int | None = None) -> tuple[str, int | None]:
+    """Write the result of an analysis; the upload's status afterwards and the id of the snapshot
+    written (None when none was: a failure, an unchanged report, a concurrent claimant).
 
     ``from_status`` guards against a concurrent claimant, and ``attempt`` (the attempt number
     the claim returned) against a later claim of the same upload: when the row no longer matches,
@@ -179,32 +184,32 @@ def _write_outcome(upload: Upload, outcome: _Outcome, *, from_status: str | None
         if outcome.error is not None:
             if not rows.update(status=Upload.Status.FAILED, error=outcome.error, finished_at=now,
                                lease_expires_at=None):
-                return _current_status(upload.pk)
+                return _current_status(upload.pk), None
             Snapshot.objects.filter(upload_id=upload.pk).delete()  # derived from a report that no longer reads
-            return Upload.Status.FAILED
+            return Upload.Status.FAILED, None
         digest = outcome.document_hash
         seen_at = upload.collected_at or upload.received_at
         same = _unchanged_of(upload, digest)
         if same is not None:
             if not rows.update(status=Upload.Status.DONE, error=None, finished_at=now, lease_expires_at=None,
                                same_as_id=same):
-                return _current_status(upload.pk)
+                return _current_status(upload.pk), None
             _confirm(same, upload.host_id, seen_at)
             Snapshot.objects.filter(upload_id=upload.pk).delete()  # a rebuild found it equal again
-            return Upload.Status.DONE
+            return Upload.Status.DONE, None
         if not rows.update(status=Upload.Status.DONE, error=None, finished_at=now, lease_expires_at=None,
                            same_as_id=None):
-            return _current_status(upload.pk)
+            return _current_status(upload.pk), None
         fields = {"host_id": upload.host_id, "collected_at": seen_at, "document_hash": digest,
                   **_snapshot_fields(outcome.document)}
         # One INSERT ... ON CONFLICT (upload_id) DO UPDATE (a rebuild replaces the snapshot), with
         # the document as the JSON text _analyze already made (update_or_create took a locking
         # SELECT, a savepoint and the INSERT, and serialised the document again).
         snapshot = Snapshot(upload_id=upload.pk, **fields)
-        services.insert_on_conflict(snapshot, conflict=("upload_id",),
+        snapshot_id = services.insert_on_conflict(snapshot, conflict=("upload_id",),
                     update=tuple(Snapshot._meta.get_field(name).column for name in ("built_at", *fields)),
                     prepared={"document": outcome.document_json})
-    return Upload.Status.DONE
+    return Upload.Status.DONE, snapshot_id
 
 
 def _unchanged_of(upload: Upload, digest: str) -> int | None:
