@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
-NATIVE := apps/domain/_search_core$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+NATIVE := apps/domain/_search_core$(EXT_SUFFIX) apps/domain/parsers/_lspci_scan$(EXT_SUFFIX)
 PG_URL ?= postgres://postgres@127.0.0.1:5432/topoweb
 REDIS_URL ?= redis://127.0.0.1:6379/15
 
@@ -19,9 +20,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# The channel search's recursion in C (apps/domain/nccl_search_native.py); without a C compiler the
-# build says so and the Python recursion runs.
-$(NATIVE): apps/domain/_search_core.c | $(STAMP)
+# The engine's C parts (apps/domain/build_native.py): the channel search's recursion and the lspci
+# -vvv parser's scans; without a C compiler the build says so and their Python references run.
+$(NATIVE) &: apps/domain/_search_core.c apps/domain/parsers/_lspci_scan.c | $(STAMP)
 	-$(BIN)/python -m apps.domain.build_native
 
 # The local trial (`make run`) is the one place debug is on by default; a server started any

@@ -18,7 +18,6 @@ system has at most :data:`MAX_GPUS` GPUs (a GPU set is one 64-bit mask);
 
 from __future__ import annotations
 
-import logging
 import os
 
 from apps.domain import build_native
@@ -27,7 +26,6 @@ from apps.domain.nccl_search_tables import BALANCED_TREE, NVLS, RING, SIG_MOD, T
 
 __all__ = ["MAX_GPUS", "available", "c_module", "run", "spec"]
 
-log = logging.getLogger(__name__)
 MAX_GPUS = 64
 _PATTERN = {RING: 0, BALANCED_TREE: 1, TREE: 2, NVLS: 3}
 
@@ -35,16 +33,7 @@ _PATTERN = {RING: 0, BALANCED_TREE: 1, TREE: 2, NVLS: 3}
 def _load():
     """The built module, unless it is missing (no compiler at install) or older than its source
     (a checkout updated without ``make install``): then None, and the Python recursion runs."""
-    try:
-        from apps.domain import _search_core as module
-    except ImportError:
-        return None
-    source = build_native.ROOT / build_native.SOURCE
-    if source.exists() and getattr(module, "source_sha", None) != build_native.source_sha(source):
-        log.warning("%s is older than %s: the channel search runs its Python recursion until make install "
-                    "builds it again", module.__file__, build_native.SOURCE)
-        return None
-    return module
+    return build_native.load("apps.domain._search_core")
 
 
 _search_core = _load()
