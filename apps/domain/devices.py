@@ -18,6 +18,7 @@ The one table of each identification topoweb makes from ids and names, shared by
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -172,6 +173,7 @@ _VIRTUAL_RE = re.compile(r"QEMU|Red Hat, Inc|Virtio|VMware|Hyper-V|Microsoft Cor
                          re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=1024)  # a host lists a few dozen names, the checks read each twice
 def is_virtual_device(name: str | None, vendor_id: int | None = None) -> bool:
     """A hypervisor's emulated PCI function (QEMU/virtio, VMware, Hyper-V, Xen): its vendor says
     nothing about the host CPU (QEMU's q35 host bridge is an emulated Intel chipset on any host)."""

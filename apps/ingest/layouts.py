@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Count, Exists, Min, OuterRef, Q
@@ -140,11 +141,21 @@ def host_changed(host_id: int, known: dict[int, dict] | None = None) -> None:
         previous = host.latest_snapshot_id  # None also when it was deleted (a reference with it)
         stays = (old is not None and group is not None and old.pk == group.pk and previous is not None
                  and (previous == latest.pk or not LayoutGroup.objects.filter(reference_id=previous).exists()))
+        references = {group.pk: group.reference_id} if group is not None else {}
         if not stays:
             platforms = {g.platform_key for g in (old, group) if g is not None}
-            reordered = [refresh_platform(host.cluster_id, pkey) for pkey in sorted(platforms)]
-            if any(reordered):
+            counts = [refresh_platform(host.cluster_id, pkey) for pkey in sorted(platforms)]
+            for count in counts:
+                references.update(count.references)
+            if any(count.reordered for count in counts):
                 renumber(host.cluster_id)
+    if latest is not None and group is not None and references.get(group.pk) is None:
+        # a norm, a host alone or the first of a tie: compared with nothing, so its key is its own
+        # snapshot's (refresh_lines would read the host, its group and their snapshots back to say so)
+        key = _compared_key(None, latest)
+        if host.layout_compared != key:
+            Host.objects.filter(pk=host_id).update(layout_lines=None, layout_compared=key)
+        return
     host = with_layout(Host.objects.filter(pk=host_id)).order_by().first()
     if host is not None:
         refresh_lines([host])
@@ -158,11 +169,16 @@ def with_layout(hosts):
         "layout__reference__nic_roles")
 
 
-def refresh_platform(cluster_id: int, platform_key: str) -> bool:
+class Recount(NamedTuple):
+    reordered: bool  # the page numbers may have to move (``renumber``)
+    references: dict[int, int | None]  # each remaining group's reference snapshot id
+
+
+def refresh_platform(cluster_id: int, platform_key: str) -> Recount:
     """Recount the layout groups of one platform and give each its status and reference
     (``platforms.group_hosts``'s rules); groups left without hosts are deleted, groups whose figures
-    did not change are not written. True when the page numbers may have to move (``renumber``):
-    a group appeared or went, or the platform's groups changed order."""
+    did not change are not written. ``reordered`` when the page numbers may have to move: a group
+    appeared or went, or the platform's groups changed order."""
     groups = list(LayoutGroup.objects.filter(cluster_id=cluster_id, platform_key=platform_key)
                   .annotate(n=Count("hosts"), first=Min("hosts__hostname")))
     empty = [g.pk for g in groups if not g.n]
@@ -170,7 +186,7 @@ def refresh_platform(cluster_id: int, platform_key: str) -> bool:
         LayoutGroup.objects.filter(pk__in=empty).delete()
     live = sorted((g for g in groups if g.n), key=lambda g: (-g.n, g.first))
     if not live:
-        return bool(empty)
+        return Recount(bool(empty), {})
     size = sum(g.n for g in live)
     norm = live[0]
     tie = len(live) > 1 and live[1].n == norm.n
@@ -198,7 +214,8 @@ def refresh_platform(cluster_id: int, platform_key: str) -> bool:
                                                    status=g.status, reference_id=g.reference_id)
     elif changed:
         LayoutGroup.objects.bulk_update(changed, ["host_count", "platform_size", "status", "reference"])
-    return bool(empty) or any(not g.position for g in live) or sorted(live, key=_page_order) != order_before
+    reordered = bool(empty) or any(not g.position for g in live) or sorted(live, key=_page_order) != order_before
+    return Recount(reordered, {g.pk: g.reference_id for g in live})
 
 
 def _page_order(g: LayoutGroup) -> tuple:

@@ -42,10 +42,16 @@ class Report:
         self.disagreements.append(Disagreement(subject, message, tuple(sources)))
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, read once per class
+
+
 def to_plain(value: Any) -> Any:
     """Dataclasses -> dicts (recursively), tuples -> lists; dicts/scalars as they are."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _FIELD_NAMES.get(type(value))
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    if names is not None:
+        return {name: to_plain(getattr(value, name)) for name in names}
     if isinstance(value, dict):
         return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -91,7 +91,7 @@ from apps.domain import build_native
 from apps.domain.errors import ParseError
 from apps.domain.pci import canonical_bdf
 from apps.domain.parsers._pcie import speeds_up_to
-from apps.domain.parsers.text import clean_lines
+from apps.domain.parsers.text import clean_lines, register_plain
 
 KIND = "lspci_verbose"
 
@@ -776,6 +776,22 @@ def parse(text: str) -> LspciVerbose:
     state = _Parse(text)
     state.run()
     return state.result()
+
+
+def _plain_function(fn: PciFunction) -> dict:
+    """``to_jsonable(fn)`` in one dict copy: every field is an atom but the two tuples and the two
+    ACS flag sets (``text.register_plain``)."""
+    d = fn.__dict__.copy()
+    d["kernel_modules"] = list(d["kernel_modules"])
+    d["supported_speeds_gts"] = list(d["supported_speeds_gts"])
+    for name in ("acs_cap", "acs_ctl"):
+        flags = d[name]
+        if flags is not None:
+            d[name] = flags.__dict__.copy()
+    return d
+
+
+register_plain(PciFunction, _plain_function)
 
 
 def _function(fields: dict) -> PciFunction:

@@ -292,3 +292,21 @@ def test_header_only_block_keeps_noise_warnings_and_a_cut_last_block():
     assert r.devices[1].line_no == 5
     assert r.warnings[0].startswith("line 6: the Advanced Error Reporting capability of 0000:00:0b.0")
     assert r.warnings[1] == "line(s) 3: skipped lines that are not lspci output (prompt or pcilib message)"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIX / "lspci_verbose").glob("*.txt")
+                                        if not p.name.endswith("_partial.txt") or "grep" not in p.name))
+def test_the_plain_form_is_the_field_by_field_one(name):
+    # to_jsonable of a function is one dict copy (register_plain): the same values, lists for
+    # the tuples and plain dicts for the ACS flags, as the generic conversion gives
+    from apps.domain.parsers import text
+
+    try:
+        r = lspci_verbose.parse(load(name))
+    except ParseError:
+        pytest.skip("not readable as a whole (its error is tested above)")
+    for d in r.devices:
+        plain, generic = text.to_jsonable(d), text.fields_jsonable(d)
+        assert plain == generic and list(plain) == list(generic)
+        assert {k: type(v) for k, v in plain.items()} == {k: type(v) for k, v in generic.items()}
+    assert any(d.acs_ctl is not None for d in r.devices) or name != DELL
