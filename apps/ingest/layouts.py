@@ -13,9 +13,10 @@ snapshot, a rebuild, a failure, an unchanged re-report): an unchanged re-report 
 query (the host and its newest snapshot, joined); a new snapshot of the same layout moves nothing;
 a new layout moves the host between groups and recounts its platform (one GROUP BY over the
 platform's hosts) under a lock on the cluster row, naming the platform from the document the
-caller just wrote (``known``) rather than reading it back. What an odd host's layout differs in (``compare_summary``, two documents) is
-computed for that host at ingest and, when the norm changed since, for the hosts a page shows
-(``refresh_lines``): never for the whole fleet at once.
+caller just wrote (``known``) rather than reading it back. What an odd host's layout differs in
+(``compare_summary``, two documents) is computed for that host at ingest and, when the norm
+changed since, for the hosts a page shows (``refresh_lines``): never for the whole fleet at once;
+a host compared with no reference (a norm, a host alone) only records its own snapshot's key.
 
 ``refresh_cluster(cluster)`` recomputes a cluster from its snapshots (``manage.py refresh_layouts``;
 the cluster page runs it once for hosts stored before these columns existed).
