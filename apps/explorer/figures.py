@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 from apps.domain.compare import describe_link, doc_edges, upstream_links
 from apps.domain.names import natural_key
 from apps.domain.nvlink_figures import nvlink_bundles
+from apps.explorer.figure_labels import LABEL_CHAR_PX, NIC_NAME_SHIFTS, PLOT_WIDTH_PX, Labels, link_label_points, scale
 from apps.explorer.figure_matrices import gpu_matrix_spec, nic_matrix_spec
 from apps.explorer.figures_base import FONT, base_layout as _base_layout, esc, fmt_gbs as _fmt
 
@@ -188,12 +189,14 @@ def _nvlink_bundles(doc: Mapping) -> tuple[dict, list]:
 
 
 def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title: str | None = None,
-                height: int = 600, legend: bool = True) -> dict:
+              height: int = 600, legend: bool = True, plot_width: float = PLOT_WIDTH_PX) -> dict:
     """The host drawn as the hardware is laid out.
 
     Traces: PCIe links by bandwidth band (dashed when inferred), degraded links, NVLink bundles,
     P2P gaps, then one marker trace per device kind (hollow when inferred) with the GPU and NIC
-    traces carrying ``customdata = [["gpu", "GPU0"], ...]`` for click handling.
+    traces carrying ``customdata = [["gpu", "GPU0"], ...]`` for click handling. ``plot_width``: about
+    how wide the page draws it (``PLOT_WIDTH_PX``, ``CARD_WIDTH_PX``, ``HALF_WIDTH_PX``), so link
+    labels and NIC names are spaced not to overlap (``figure_labels``).
     """
     nodes = {n["id"]: n for n in (doc.get("graph") or {}).get("nodes", [])}
     pos = node_positions(doc)
@@ -206,7 +209,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
 
     # PCIe / CPU tree links
     groups: dict[tuple, dict] = {}
-    labels_x, labels_y, labels_text, labels_hover = [], [], [], []
+    link_labels: list[tuple] = []  # (parent, text, x, y, hover, rank) of each labelled link (figure_labels)
     degraded = {"x": [], "y": []}
     for nid, n in nodes.items():
         parent = n.get("parent")
@@ -225,20 +228,18 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
         if link and link.get("degraded"):
             degraded["x"] += [x0, x1, None]
             degraded["y"] += [y0, y1, None]
+        mid = (x0 + (x1 - x0) * 0.5, y0 + (y1 - y0) * 0.5)
+        rank = 0 if link and link.get("degraded") else 1 if n["kind"] in ("gpu", "nic", "switch") else 2
         if link and link.get("kind") == "pcie" and assumed and not (link.get("gen") or link.get("width")):
-            labels_x.append(x0 + (x1 - x0) * 0.5)
-            labels_y.append(y0 + (y1 - y0) * 0.5)
-            labels_text.append("*")
-            labels_hover.append(f"PCIe between {esc(nodes[parent].get('label'))} and {esc(n.get('label') or nid)}"
-                                f"<br>{_fmt(gbs)} GB/s per direction (* assumed)<br>{esc(link.get('note'))}")
+            link_labels.append((parent, "*", *mid,
+                                f"PCIe between {esc(nodes[parent].get('label'))} and {esc(n.get('label') or nid)}"
+                                f"<br>{_fmt(gbs)} GB/s per direction (* assumed)<br>{esc(link.get('note'))}", rank))
         elif link and link.get("kind") == "pcie" and (link.get("gen") or link.get("width")):
-            labels_x.append(x0 + (x1 - x0) * 0.5)
-            labels_y.append(y0 + (y1 - y0) * 0.5)
-            labels_text.append(f"G{link.get('gen') or '?'} x{link.get('width') or '?'}" + ("*" if assumed else ""))
             note = f"<br>{esc(link['note'])}" if link.get("note") else ""
-            labels_hover.append(f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
+            link_labels.append((parent, f"G{link.get('gen') or '?'} x{link.get('width') or '?'}" + ("*" if assumed else ""),
+                                *mid, f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
                                 f"and {esc(n.get('label') or nid)}<br>{_fmt(gbs)} GB/s per direction expected "
-                                f"({_fmt(link.get('spec_gbs'))} spec){note}")
+                                f"({_fmt(link.get('spec_gbs'))} spec){note}", rank))
     order = {b[2]: i for i, b in enumerate(BANDS)}
     for (label, inferred, assumed), g in sorted(groups.items(),
                                                 key=lambda kv: (order.get(kv[0][0], 99), kv[0][1], kv[0][2])):
@@ -251,6 +252,8 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
         data.append(dict(type="scatter", mode="lines", x=degraded["x"], y=degraded["y"], hoverinfo="skip",
                          line=dict(color="#e03131", width=7), opacity=0.35,
                          name="degraded link (below its capability)"))
+    sizes = {nid: KIND_STYLE.get(n["kind"], KIND_STYLE["other"])[1] for nid, n in nodes.items()}
+    labels_x, labels_y, labels_text, labels_hover = link_label_points(link_labels, pos, height, plot_width, sizes)
     if labels_x:
         data.append(dict(type="scatter", mode="text", x=labels_x, y=labels_y, text=labels_text,
                          textfont=dict(size=12, color="#495057"), hovertext=labels_hover, hoverinfo="text",
@@ -377,16 +380,21 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
         if nid in pos:
             by_kind[(n["kind"] if n["kind"] in KIND_STYLE else "other", bool(n.get("inferred")))].append(nid)
     kind_order = list(KIND_STYLE)
+    px_x, px_y = scale(pos, height, plot_width)
     for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
         symbol, size, colour, label = KIND_STYLE[kind]
         ids.sort(key=natural_key)
-        if kind == "nic":  # NICs sit close together: staggered annotations keep their names apart
-            ordered = sorted(ids, key=lambda i: pos[i][0])
-            for k, i in enumerate(ordered):
-                near = k > 0 and pos[i][0] - pos[ordered[k - 1]][0] < 1.5 and pos[i][1] == pos[ordered[k - 1]][1]
-                stagger = near and annotations[-1].get("yshift") == -15
-                annotations.append(dict(x=pos[i][0], y=pos[i][1], text=_short(nodes[i], nic_facts), showarrow=False,
-                                        yshift=-27 if stagger else -15, font=dict(size=12.5, color="#5f3dc4")))
+        if kind == "nic":  # NICs sit close together: names go on up to three lines below them, each
+            names = Labels()  # clear of the names before it (the last line when none is: never left out)
+            for i in sorted(ids, key=lambda i: pos[i][0]):
+                text = _short(nodes[i], nic_facts)
+                x, y, half = pos[i][0] * px_x, pos[i][1] * px_y, len(nodes[i]["id"]) * LABEL_CHAR_PX / 2
+                shift = names.place(x, y, half, NIC_NAME_SHIFTS)
+                if shift is None:
+                    shift = NIC_NAME_SHIFTS[-1]
+                    names.put(x, y + shift, half)
+                annotations.append(dict(x=pos[i][0], y=pos[i][1], text=text, showarrow=False, yshift=shift,
+                                        font=dict(size=12.5, color="#5f3dc4")))
         trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "cpu") else "markers",
                      x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids],
                      text=[_short(nodes[i], nic_facts) for i in ids],

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.domain.names import natural_key
 from apps.domain.whatif import HONOURED_ENV, OPS
-from apps.explorer import figures
+from apps.explorer import figure_labels, figures
 from apps.explorer.paste import split_paste
 from apps.explorer import services as share
 from apps.explorer import selectors as ex
@@ -57,9 +57,9 @@ def _result_context(result: dict, edits: list) -> dict:
     return {"result": result, "before": before, "after": after, "diff": diff, "nic_rows": rows,
             "edits_json": json.dumps(edits, indent=1),
             "fig_a": figures.host_figure_json(before, highlight=diff["highlight_a"], height=460,
-                                              title="As reported"),
+                                              title="As reported", plot_width=figure_labels.HALF_WIDTH_PX),
             "fig_b": figures.host_figure_json(after, highlight=diff["highlight_b"], height=460,
-                                              title=plans.PLAN_LABEL)}
+                                              title=plans.PLAN_LABEL, plot_width=figure_labels.HALF_WIDTH_PX)}
 
 
 def _form_context(doc: dict) -> dict:

@@ -24,7 +24,7 @@ from apps.domain.errors import ParseError
 from apps.domain import gpu_groups
 from apps.explorer import capacity as capacity_page
 from apps.domain import labels
-from apps.explorer import cluster_page, compare_pages, figures, path_fabric, run_lists
+from apps.explorer import cluster_page, compare_pages, figure_labels, figures, path_fabric, run_lists
 from apps.explorer import selectors as ex
 from apps.explorer import verdict as verdict_page
 from apps.explorer import services as share
@@ -122,11 +122,12 @@ def host(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     previous = ex.previous_in(history, snap, complete=len(history) < HOST_HISTORY)
     # verdict, banner, advice held back, NIC roles; and the findings, settings, GPU-NIC rows and NIC rates
     ctx = verdict_page.host_context(doc, snap, request.user, role)
+    # more devices than a 3/5-wide card draws legibly at 1366 px: the drawing takes the whole row
+    wide = len(doc.get("gpus") or []) + len(doc.get("nics") or []) > WIDE_DRAWING_DEVICES
     return render(request, "explorer/host.html", {
         "host": h, "snap": snap, "doc": doc, "history": history, "previous": previous, "pending": pending,
-        "fig_host": figures.host_figure_json(doc),
-        # more devices than a 3/5-wide card draws legibly at 1366 px: the drawing takes the whole row
-        "wide_drawing": len(doc.get("gpus") or []) + len(doc.get("nics") or []) > WIDE_DRAWING_DEVICES,
+        "fig_host": figures.host_figure_json(doc, plot_width=figure_labels.PLOT_WIDTH_PX if wide else figure_labels.CARD_WIDTH_PX),
+        "wide_drawing": wide,
         # no chart without a cell to draw: the template says why instead
         "fig_gpu": figures.gpu_matrix_figure_json(doc) if doc.get("gpu_pairs") else None,
         "fig_nic": figures.nic_matrix_figure_json(doc) if doc.get("gpu_nic_matrix") else None,
@@ -212,7 +213,7 @@ def path(request: HttpRequest) -> HttpResponse:
             docs[snap.pk] = ingest.get_snapshot_doc(snap.pk)
         verb = "source" if side == "left" else "destination"
         ctx[f"fig_{side}"] = figures.host_figure_json(
-            docs[snap.pk], height=440, legend=False,
+            docs[snap.pk], height=440, legend=False, plot_width=figure_labels.HALF_WIDTH_PX,
             title=f"{figures.esc(snap.host.hostname)}: click a GPU to set the {verb}")
         ctx[side] = snap
     # the host selectors list every host (id, label, GPU count); GPU names only for the hosts on
@@ -318,8 +319,10 @@ def compare(request: HttpRequest, cluster: str, hostname: str) -> HttpResponse:
     title_b = f"{h.hostname}: snapshot {b.pk}" if ref else f"After: snapshot {b.pk}"
     ctx.update({
         "diff": diff, "doc_a": doc_a, "doc_b": doc_b, "runs": run_lists.before_after(a, b),
-        "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460, title=title_a),
-        "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460, title=title_b),
+        "fig_a": figures.host_figure_json(doc_a, highlight=diff["highlight_a"], height=460, title=title_a,
+                                          plot_width=figure_labels.HALF_WIDTH_PX),
+        "fig_b": figures.host_figure_json(doc_b, highlight=diff["highlight_b"], height=460, title=title_b,
+                                          plot_width=figure_labels.HALF_WIDTH_PX),
     })
     return render(request, "explorer/compare.html", ctx)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from apps.domain.analysis import analyze_host, path_between
-from apps.explorer import figures
+from apps.explorer import figure_labels, figures
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 TOPO = (FIX / "nvidia_smi_topo" / "mooncake_issue_8xnv18_12nic_cpuset_list.txt").read_text()
@@ -113,3 +113,43 @@ def test_capacity_has_a_log2_node_axis_and_one_line_per_layout(doc):
     assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32, 64]
     assert list(fig.data[0].x)[-1] == 64
     assert "GB/s" in fig.layout.yaxis.title.text and "nodes" in fig.layout.xaxis.title.text
+
+
+def _boxes(texts, xs, ys, px_x, px_y):
+    return [(x * px_x, y * px_y, len(t) * figure_labels.LABEL_CHAR_PX / 2, figure_labels.LABEL_LINE_PX / 2)
+            for t, x, y in zip(texts, xs, ys)]
+
+
+def _overlaps(boxes):
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if abs(a[0] - b[0]) < a[2] + b[2] and abs(a[1] - b[1]) < a[3] + b[3]]
+
+
+@pytest.mark.parametrize("width", [figure_labels.PLOT_WIDTH_PX, figure_labels.HALF_WIDTH_PX])
+def test_crowded_switches_get_one_label_per_kind_of_link_and_labels_never_overlap(width):
+    """The Dell XE9680's whole lspci -vvv: each of its eight GPU switches holds one H100 and one
+    ConnectX NIC at Gen5 x16 (read off the capture: LnkSta 32GT/s x16 on both), drawn as one
+    "2× G5 x16" label; no two link labels, and no two NIC names, cover each other."""
+    text = (FIX / "lspci_verbose" / "gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt").read_text()
+    doc = analyze_host({"lspci_verbose": text}, "xe9680").to_dict()
+    spec = figures.host_spec(doc, plot_width=width)
+    trace = next(t for t in spec["data"] if t.get("name") == "PCIe link labels")
+    assert width == figure_labels.HALF_WIDTH_PX or trace["text"].count("2× G5 x16") == 8
+    px_x, px_y = figure_labels.scale(figures.node_positions(doc), 600, width)
+    assert not _overlaps(_boxes(trace["text"], trace["x"], trace["y"], px_x, px_y))
+    names = [a for a in spec["layout"]["annotations"] if str(a.get("text", "")).startswith("pci:")]
+    assert len(names) == len(doc["nics"]) == 12  # every NIC is named, none left out
+    boxes = [(a["x"] * px_x, a["y"] * px_y + a["yshift"], len(a["text"]) * figure_labels.LABEL_CHAR_PX / 2,
+              figure_labels.LABEL_LINE_PX / 2) for a in names]
+    assert not _overlaps(boxes) or width == figure_labels.HALF_WIDTH_PX  # three lines are enough at full width
+
+
+def test_a_degraded_link_keeps_its_label_however_crowded():
+    text = (FIX / "lspci_verbose" / "gpud_dell_xe9680_hgx_h100_8gpu_full_lspci_vvv.txt").read_text()
+    doc = analyze_host({"lspci_verbose": text}, "xe9680").to_dict()
+    edges = [e for e in doc["graph"]["edges"] if e["kind"] == "pcie" and e.get("gen") == 5 and e.get("width") == 16]
+    for e in edges:  # SYNTHETIC: every Gen5 x16 link marked degraded, in a figure only 300 px wide
+        e["degraded"] = True
+    spec = figures.host_spec(doc, plot_width=300)
+    trace = next(t for t in spec["data"] if t.get("name") == "PCIe link labels")
+    assert sum(1 for t in trace["text"] if "G5 x16" in t) == 16  # 8 switch uplinks + 8 merged GPU/NIC pairs
