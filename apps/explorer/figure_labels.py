@@ -4,7 +4,7 @@ A whole-machine capture puts a GPU, one or two NICs and a drive under each PCIe 
 slot (one x unit of ``figures.node_positions``) apart: a label per link, at each link's middle,
 covers its neighbours. ``link_label_points`` merges sibling links of one label and leaves out
 what has no room (the devices' hovers still say it); ``Labels`` keeps the boxes placed so far,
-for the link labels and the NIC names alike. Sizes are estimates in pixels at the width the page
+for the link labels and the NIC and GPU names alike. Sizes are estimates in pixels at the width the page
 draws the figure (``PLOT_WIDTH_PX``, ``CARD_WIDTH_PX``, ``HALF_WIDTH_PX``).
 """
 
@@ -12,15 +12,24 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-LABEL_CHAR_PX = 7.0  # width of one character of a 12 px label
 LABEL_LINE_PX = 14.0  # height of a label's line
+_NARROW = frozenset(".,:;!|'ijlI ")  # about 0.28 em in the sans-serif fonts Plotly falls back to
+_WIDE = frozenset("mwMW")  # about 0.85 em; the rest about 0.56 em (digits, most letters)
+
+
+def text_width(text: str, size: float = 12.0) -> float:
+    """About how many pixels ``text`` takes at font ``size`` (px): a label's width for ``Labels``."""
+    return size * sum(0.28 if c in _NARROW else 0.85 if c in _WIDE else 0.56 for c in text)
 # the host figure's plotting width at 1366-1440 px (narrower screens scale it): the page's whole width,
 # a 3/5-wide card (the host page's drawing of a small host), half the page (two hosts side by side)
 PLOT_WIDTH_PX = 1150.0
 CARD_WIDTH_PX = 700.0
 HALF_WIDTH_PX = 560.0
 LABEL_SHIFTS_PX = (0.0, LABEL_LINE_PX)  # where a crowded link label may go: where it is, or a line up
-NIC_NAME_SHIFTS = (-15, -15 - LABEL_LINE_PX, -15 - 2 * LABEL_LINE_PX)  # where a NIC's name may go below it
+# where a GPU's or a NIC's name may go below it: under the marker, then a line lower, and so on (a
+# NIC's name may have to pass below the GPUs, which sit half a row lower, and their names)
+NAME_SHIFTS = {"gpu": tuple(-20.0 - k * LABEL_LINE_PX for k in range(3)),
+               "nic": tuple(-15.0 - k * LABEL_LINE_PX for k in range(4))}
 
 
 def scale(pos: Mapping[str, tuple[float, float]], height: int, width: float) -> tuple[float, float]:
@@ -79,7 +88,7 @@ def link_label_points(labels: list[tuple], pos: Mapping[str, tuple[float, float]
         if nid in pos:
             placed.boxes.append((pos[nid][0] * px_x, pos[nid][1] * px_y, size / 2, size / 2))
     for rank, depth, x, text, hover in sorted(points):
-        half = len(text) * LABEL_CHAR_PX / 2
+        half = text_width(text) / 2
         shift = placed.place(x * px_x, -depth * px_y, half, LABEL_SHIFTS_PX)
         if shift is None:
             if rank:

@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from apps.domain.compare import describe_link, doc_edges, upstream_links
 from apps.domain.names import natural_key
 from apps.domain.nvlink_figures import nvlink_bundles
-from apps.explorer.figure_labels import LABEL_CHAR_PX, NIC_NAME_SHIFTS, PLOT_WIDTH_PX, Labels, link_label_points, scale
+from apps.explorer.figure_labels import NAME_SHIFTS, PLOT_WIDTH_PX, Labels, link_label_points, scale, text_width
 from apps.explorer.figure_matrices import gpu_matrix_spec, nic_matrix_spec
 from apps.explorer.figures_base import FONT, base_layout as _base_layout, esc, fmt_gbs as _fmt
 
@@ -47,6 +47,7 @@ KIND_STYLE = {  # symbol, size, colour, legend name
     "nvme": ("circle", 11, "#adb5bd", "NVMe drive"),
     "other": ("circle", 9, "#ced4da", "other PCIe device"),
 }
+NAME_FONTS = {"nic": dict(size=12.5, color="#5f3dc4"), "gpu": dict(size=12, color="#212529")}  # names under markers
 # (upper bound GB/s per direction, colour, legend label)
 BANDS = (
     (8.0, "#c92a2a", "< 8 GB/s"),
@@ -381,21 +382,24 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
             by_kind[(n["kind"] if n["kind"] in KIND_STYLE else "other", bool(n.get("inferred")))].append(nid)
     kind_order = list(KIND_STYLE)
     px_x, px_y = scale(pos, height, plot_width)
+    names = Labels()  # the GPUs' and NICs' names, clear of each other and of the NICs' markers
+    for nid, n in nodes.items():
+        if n["kind"] == "nic" and nid in pos:
+            half = KIND_STYLE["nic"][1] / 2
+            names.boxes.append((pos[nid][0] * px_x, pos[nid][1] * px_y, half, half))
     for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
         symbol, size, colour, label = KIND_STYLE[kind]
         ids.sort(key=natural_key)
-        if kind == "nic":  # NICs sit close together: names go on up to three lines below them, each
-            names = Labels()  # clear of the names before it (the last line when none is: never left out)
-            for i in sorted(ids, key=lambda i: pos[i][0]):
-                text = _short(nodes[i], nic_facts)
-                x, y, half = pos[i][0] * px_x, pos[i][1] * px_y, len(nodes[i]["id"]) * LABEL_CHAR_PX / 2
-                shift = names.place(x, y, half, NIC_NAME_SHIFTS)
+        if kind in NAME_SHIFTS:  # GPUs, then NICs: names on the first line below the marker that is
+            for i in sorted(ids, key=lambda i: pos[i][0]):  # free (the last when none is: never left out)
+                x, y, half = pos[i][0] * px_x, pos[i][1] * px_y, text_width(nodes[i]["id"], NAME_FONTS[kind]["size"]) / 2
+                shift = names.place(x, y, half, NAME_SHIFTS[kind])
                 if shift is None:
-                    shift = NIC_NAME_SHIFTS[-1]
+                    shift = NAME_SHIFTS[kind][-1]
                     names.put(x, y + shift, half)
-                annotations.append(dict(x=pos[i][0], y=pos[i][1], text=text, showarrow=False, yshift=shift,
-                                        font=dict(size=12.5, color="#5f3dc4")))
-        trace = dict(type="scatter", mode="markers+text" if kind in ("gpu", "cpu") else "markers",
+                annotations.append(dict(x=pos[i][0], y=pos[i][1], text=_short(nodes[i], nic_facts), showarrow=False,
+                                        yshift=shift, font=NAME_FONTS[kind]))
+        trace = dict(type="scatter", mode="markers+text" if kind == "cpu" else "markers",
                      x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids],
                      text=[_short(nodes[i], nic_facts) for i in ids],
                      textposition="top center" if kind == "cpu" else "bottom center",
