@@ -382,11 +382,7 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
             by_kind[(n["kind"] if n["kind"] in KIND_STYLE else "other", bool(n.get("inferred")))].append(nid)
     kind_order = list(KIND_STYLE)
     px_x, px_y = scale(pos, height, plot_width)
-    names = Labels()  # the GPUs' and NICs' names, clear of each other and of the NICs' markers
-    for nid, n in nodes.items():
-        if n["kind"] == "nic" and nid in pos:
-            half = KIND_STYLE["nic"][1] / 2
-            names.boxes.append((pos[nid][0] * px_x, pos[nid][1] * px_y, half, half))
+    names = Labels()  # the GPUs' and NICs' names, clear of each other
     for (kind, inferred), ids in sorted(by_kind.items(), key=lambda kv: (kind_order.index(kv[0][0]), kv[0][1])):
         symbol, size, colour, label = KIND_STYLE[kind]
         ids.sort(key=natural_key)
