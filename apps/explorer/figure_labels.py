@@ -1,11 +1,11 @@
-"""Where the host figure's text goes so that it stays readable: PCIe link labels and NIC names.
+"""Where the host figure's text goes so that it stays readable: PCIe link labels, GPU and NIC names.
 
 A whole-machine capture puts a GPU, one or two NICs and a drive under each PCIe switch, a leaf
 slot (one x unit of ``figures.node_positions``) apart: a label per link, at each link's middle,
 covers its neighbours. ``link_label_points`` merges sibling links of one label and leaves out
 what has no room (the devices' hovers still say it); ``Labels`` keeps the boxes placed so far,
-for the link labels and the NIC and GPU names alike. Sizes are estimates in pixels at the width the page
-draws the figure (``PLOT_WIDTH_PX``, ``CARD_WIDTH_PX``, ``HALF_WIDTH_PX``).
+for the link labels and the device names alike. Sizes are estimates in pixels at the width the
+page draws the figure (``PLOT_WIDTH_PX``, ``CARD_WIDTH_PX``, ``HALF_WIDTH_PX``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ _WIDE = frozenset("mwMW")  # about 0.85 em; the rest about 0.56 em (digits, most
 def text_width(text: str, size: float = 12.0) -> float:
     """About how many pixels ``text`` takes at font ``size`` (px): a label's width for ``Labels``."""
     return size * sum(0.28 if c in _NARROW else 0.85 if c in _WIDE else 0.56 for c in text)
+
+
 # the host figure's plotting width at 1366-1440 px (narrower screens scale it): the page's whole width,
 # a 3/5-wide card (the host page's drawing of a small host), half the page (two hosts side by side)
 PLOT_WIDTH_PX = 1150.0
@@ -57,19 +59,23 @@ class Labels:
                 return shift
         return None
 
-    def put(self, x: float, y: float, half_w: float) -> None:
-        self.boxes.append((x, y, half_w, LABEL_LINE_PX / 2))
+    def put(self, x: float, y: float, half_w: float, half_h: float = LABEL_LINE_PX / 2) -> None:
+        """A box taken whatever it covers: a label that must show, or a marker no label may cover."""
+        self.boxes.append((x, y, half_w, half_h))
 
 
 def link_label_points(labels: list[tuple], pos: Mapping[str, tuple[float, float]], height: int, width: float,
                        markers: Mapping[str, float]) -> tuple[list, list, list, list]:
-    """Where the PCIe link labels go. Sibling links with the same label (a switch's four ``G5 x16``
-    children) get one label, ``4× G5 x16``, above the middle of their midpoints, its hover naming
-    each link. Labels are placed by rank (0: a degraded link; 1: a link to a GPU, NIC or switch, the data
-    path; 2: any other), then row by row, left to right: one that would overlap a label placed
-    before moves a line up, and where neither is free it is left out unless a link of it is degraded
-    (each device's own hover still gives its uplink). ``markers``: node id -> its marker's size in
-    pixels, boxes no label may cover. Returns the text trace's x, y, text, hover."""
+    """Where the PCIe link labels go. ``labels``: (parent, text, x, y, hover, rank) of each labelled
+    link, rank 0 for a degraded link, 1 for one to a GPU, NIC or switch (the data path), 2 for any
+    other; ``markers``: node id -> its marker's size in pixels, boxes no label may cover.
+
+    Sibling links with the same label (a switch's four ``G5 x16`` children) get one label,
+    ``4× G5 x16``, above the middle of their midpoints, its hover naming each link. Labels are
+    placed by rank, then row by row, left to right: one that would overlap a label or marker placed
+    before moves a line up, and where neither is free it is left out unless a link of it is
+    degraded (each device's own hover still gives its uplink). Returns the text trace's x, y, text
+    and hover lists."""
     merged: dict[tuple, list] = {}
     for parent, text, x, y, hover, rank in labels:
         merged.setdefault((parent, text), []).append((x, y, hover, rank))
@@ -86,7 +92,7 @@ def link_label_points(labels: list[tuple], pos: Mapping[str, tuple[float, float]
     placed = Labels()
     for nid, size in markers.items():
         if nid in pos:
-            placed.boxes.append((pos[nid][0] * px_x, pos[nid][1] * px_y, size / 2, size / 2))
+            placed.put(pos[nid][0] * px_x, pos[nid][1] * px_y, size / 2, size / 2)
     for rank, depth, x, text, hover in sorted(points):
         half = text_width(text) / 2
         shift = placed.place(x * px_x, -depth * px_y, half, LABEL_SHIFTS_PX)

@@ -237,10 +237,11 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
                                 f"<br>{_fmt(gbs)} GB/s per direction (* assumed)<br>{esc(link.get('note'))}", rank))
         elif link and link.get("kind") == "pcie" and (link.get("gen") or link.get("width")):
             note = f"<br>{esc(link['note'])}" if link.get("note") else ""
-            link_labels.append((parent, f"G{link.get('gen') or '?'} x{link.get('width') or '?'}" + ("*" if assumed else ""),
-                                *mid, f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
-                                f"and {esc(n.get('label') or nid)}<br>{_fmt(gbs)} GB/s per direction expected "
-                                f"({_fmt(link.get('spec_gbs'))} spec){note}", rank))
+            text = f"G{link.get('gen') or '?'} x{link.get('width') or '?'}" + ("*" if assumed else "")
+            hover = (f"PCIe {esc(describe_link(link))} between {esc(nodes[parent].get('label'))} "
+                     f"and {esc(n.get('label') or nid)}<br>{_fmt(gbs)} GB/s per direction expected "
+                     f"({_fmt(link.get('spec_gbs'))} spec){note}")
+            link_labels.append((parent, text, *mid, hover, rank))
     order = {b[2]: i for i, b in enumerate(BANDS)}
     for (label, inferred, assumed), g in sorted(groups.items(),
                                                 key=lambda kv: (order.get(kv[0][0], 99), kv[0][1], kv[0][2])):
@@ -388,7 +389,8 @@ def host_spec(doc: Mapping, *, highlight: Mapping[str, str] | None = None, title
         ids.sort(key=natural_key)
         if kind in NAME_SHIFTS:  # GPUs, then NICs: names on the first line below the marker that is
             for i in sorted(ids, key=lambda i: pos[i][0]):  # free (the last when none is: never left out)
-                x, y, half = pos[i][0] * px_x, pos[i][1] * px_y, text_width(nodes[i]["id"], NAME_FONTS[kind]["size"]) / 2
+                x, y = pos[i][0] * px_x, pos[i][1] * px_y
+                half = text_width(nodes[i]["id"], NAME_FONTS[kind]["size"]) / 2
                 shift = names.place(x, y, half, NAME_SHIFTS[kind])
                 if shift is None:
                     shift = NAME_SHIFTS[kind][-1]
