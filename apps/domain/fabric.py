@@ -51,6 +51,8 @@ __all__ = [
     "build_fabric",
     "tiers",
     "host_cas",
+    "is_switch",
+    "is_host_ca",
     "attach_hosts",
     "host_ports_from_ib",
     "host_key",
@@ -202,18 +204,20 @@ def build_fabric(parsed: Any) -> nx.Graph:
 # --- structure ------------------------------------------------------------------------------------
 
 
-def _is_switch(G: nx.Graph, n: str) -> bool:
+def is_switch(G: nx.Graph, n: str) -> bool:
+    """Whether node ``n`` of a fabric graph is a switch."""
     return G.nodes[n]["type"] == "switch"
 
 
-def _is_host_ca(G: nx.Graph, n: str) -> bool:
+def is_host_ca(G: nx.Graph, n: str) -> bool:
+    """Whether node ``n`` is a host adapter (a CA of kind ``hca``: not a SHARP aggregation node, not a router)."""
     d = G.nodes[n]
     return d["type"] == "ca" and d.get("kind") == "hca"
 
 
 def host_cas(G: nx.Graph) -> list[str]:
     """The host adapters (CAs of kind ``hca``: not SHARP aggregation nodes, not routers), in graph order."""
-    return [n for n in G if _is_host_ca(G, n)]
+    return [n for n in G if is_host_ca(G, n)]
 
 
 def tiers(G: nx.Graph) -> dict[str, str]:
@@ -229,13 +233,13 @@ def tiers(G: nx.Graph) -> dict[str, str]:
     dict
         ``{switch node: tier}``.
     """
-    switches = [n for n in G if _is_switch(G, n)]
-    depth = {s: 0 for s in switches if any(_is_host_ca(G, m) for m in G[s])}
+    switches = [n for n in G if is_switch(G, n)]
+    depth = {s: 0 for s in switches if any(is_host_ca(G, m) for m in G[s])}
     queue = deque(depth)
     while queue:
         s = queue.popleft()
         for m in G[s]:
-            if m not in depth and _is_switch(G, m):
+            if m not in depth and is_switch(G, m):
                 depth[m] = depth[s] + 1
                 queue.append(m)
     return {s: _tier_name(depth.get(s)) for s in switches}
@@ -534,11 +538,11 @@ def uplink_sharing(G: nx.Graph, hosts: Iterable[str] | None = None, attachments:
     for leaf, tier in tiers(G).items():
         if tier != "leaf":
             continue
-        down = [(ca, G.edges[leaf, ca]) for ca in G[leaf] if _is_host_ca(G, ca)
+        down = [(ca, G.edges[leaf, ca]) for ca in G[leaf] if is_host_ca(G, ca)
                 and (wanted is None or (ca in owner and host_key(owner[ca]) in wanted))]
         if not down:
             continue
-        up = [G.edges[leaf, s] for s in G[leaf] if _is_switch(G, s) and G.nodes[s].get("tier") != "leaf"]
+        up = [G.edges[leaf, s] for s in G[leaf] if is_switch(G, s) and G.nodes[s].get("tier") != "leaf"]
         down_gbs = round(sum(d["gbs"] for _ca, d in down), 4)
         up_gbs = round(sum(d["gbs"] for d in up), 4)
         out[leaf] = {"name": G.nodes[leaf]["name"], "hosts": sorted({owner[ca] for ca, _d in down if ca in owner}),
@@ -560,14 +564,14 @@ def _link_class(G: nx.Graph, n: str) -> str | None:
     d = G.nodes[n]
     if d["type"] == "switch":
         return "switch links"
-    return "host links" if _is_host_ca(G, n) else None
+    return "host links" if is_host_ca(G, n) else None
 
 
 def _edge_class(G: nx.Graph, u: str, v: str) -> str | None:
     """``switch links`` (switch to switch), ``host links`` (to a host adapter), else None (SHARP nodes...)."""
-    if _is_switch(G, u) and _is_switch(G, v):
+    if is_switch(G, u) and is_switch(G, v):
         return "switch links"
-    return "host links" if _is_host_ca(G, u) or _is_host_ca(G, v) else None
+    return "host links" if is_host_ca(G, u) or is_host_ca(G, v) else None
 
 
 def _norms(G: nx.Graph) -> tuple[dict, dict]:
@@ -580,7 +584,7 @@ def _norms(G: nx.Graph) -> tuple[dict, dict]:
                 continue
             for s, other in ((u, v), (v, u)):
                 cls = _link_class(G, other)
-                if _is_switch(G, s) and cls:
+                if is_switch(G, s) and cls:
                     per_switch.setdefault((s, cls), Counter())[(lk["width"], lk["speed"])] += 1
             cls = _edge_class(G, u, v)
             if cls:
@@ -623,7 +627,7 @@ def degraded_links(G: nx.Graph) -> list[dict]:
             rate = _rate(lk["width"], lk["speed"])
             for label, norm in ((f"the fabric's {cls}", fabric_norm.get(cls)),
                                 *[(f"the {cls} of {G.nodes[s]['name']}", switch_norm.get((s, cls)))
-                                  for s in (u, v) if _is_switch(G, s)]):
+                                  for s in (u, v) if is_switch(G, s)]):
                 if norm and rate is not None and rate < (_rate(*norm) or 0):
                     reasons.append(f"below {label} (most are {norm[0]} {norm[1]})")
                     usual = usual or norm

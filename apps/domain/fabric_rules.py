@@ -53,144 +53,29 @@ A finding is the host rules' record (``findings.base.finding``: ``rule``, ``seve
 ``{"switch", "switch_port", "host", "nic", ...}`` per place it names (None where it has none).
 Findings are sorted by severity, rule and hosts. The NCCL behaviour the rules lean on is cited
 per rule from NCCL v2.30.7-1.
+
+Here: L01-L06, L08 and the entry point. L07 and the islands it judges are in ``fabric_islands``;
+the rules' records, the CA-type tables and the helpers every rule uses are in ``fabric_rule_base``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-import networkx as nx
-
-from apps.domain.bandwidth import IB_SPEEDS, IB_WIDTH_LANES
-from apps.domain.fabric import degraded_links, down_ports, host_key
+from apps.domain.fabric import degraded_links, down_ports, host_key, is_host_ca, is_switch
+from apps.domain.fabric_islands import rule_l07
 from apps.domain.fabric_jobs import design_oversubscription, job_contention, job_nics, rail_leaves
 from apps.domain.fabric_paths import FabricView
-from apps.domain.findings.base import SEVERITY_RANK, Rule, finding, fmt_gbs, fmt_num, join
+from apps.domain.fabric_rule_base import (CA_TYPE_NAME, CA_TYPE_SPEED, FABRIC_RULE_IDS, FABRIC_RULES, IB_SECTIONS, L01,
+                                          L02, L03, L04, L05, L06, L07, L08, SPLIT_SKUS, docs_by_host, evidence_row,
+                                          fabric_finding, is_ib, lane_rate, link_rate, nic_label, owner_of)
+from apps.domain.findings.base import SEVERITY_RANK, fmt_gbs, fmt_num, join
 from apps.domain.names import natural_key
 from apps.domain.parsers.fabric_common import host_of
 
 __all__ = ["L01", "L02", "L03", "L04", "L05", "L06", "L07", "L08", "FABRIC_RULES", "FABRIC_RULE_IDS",
            "CA_TYPE_SPEED", "fabric_findings"]
-
-L01 = Rule("L01", "Link trained below its capability", "HIGH",
-           "Reseat or replace the cable or transceiver; compare both ends' supported and enabled widths and speeds "
-           "(ibportstate <lid> <port>, mlxlink), then retrain the port (ibportstate <lid> <port> reset). A link "
-           "that stays low with a known-good cable points at the port.",
-           "IBA Vol 1 14.2.5.6 PortInfo (LinkWidthSupported/Enabled/Active, LinkSpeedSupported/Active); "
-           "iblinkinfo(8) ('Could be'); ibdiagnet --lw/--ls (fabric links validation)")
-L02 = Rule("L02", "Switch port to a host not Active", "HIGH",
-           "Down/Polling or Disabled: check the cable, the transceiver and the host's port (ibstat), enable a "
-           "disabled port (ibportstate <lid> <port> enable). Initialize or Armed (the link is up): the subnet "
-           "manager has not brought the port up; check that opensm/UFM runs and sees it (sminfo, the SM log).",
-           "IBA Vol 1 14.2.5.6 PortInfo PortState (Down, Initialize, Armed, Active) and PortPhysicalState; "
-           "iblinkinfo(8); ibstat(8)")
-L03 = Rule("L03", "NIC on the wrong rail's leaf", "MED",
-           "Swap the cables so that each NIC reaches the leaf of its rail (the other hosts show which); until then "
-           "the traffic of these rails crosses the spines.",
-           "NCCL search.cc L601-615 (NCCL_CROSS_NIC=0 keeps a channel on one rail), L827-833 (a channel leaves and "
-           "enters nodes through NET n); env NCCL_CROSS_NIC")
-L04 = Rule("L04", "Leaf uplinks oversubscribed beyond the design for a job", "MED",
-           "Restore the leaf's missing uplinks (cables or ports down: see L02 and the capture of that leaf), or "
-           "place the job on leaves with their full uplinks (Slurm topology.conf, --switches).",
-           "NCCL init.cc L1291-1301 (nodes in rank order), connect.cc L95-113 (rings node to node), L138-175 and "
-           "trees.cc L32-112 (double binary tree); uplink capacity from the capture (fabric.uplink_sharing)")
-L05 = Rule("L05", "HCA seen by the host but absent from the fabric", "HIGH",
-           "Check the port on the host (ibstat: State, Physical state), the cable and the switch port; a port "
-           "that is not linked is not discovered. An Active port that is absent is on another subnet or "
-           "partition than the node that ran the discovery: run ibnetdiscover from a node of that fabric.",
-           "ibnetdiscover(8) (discovers the linked, reachable ports of one subnet); ibstat(8) (port GUIDs)")
-L06 = Rule("L06", "Duplicate node descriptions", "LOW",
-           "Give every node a unique description: rdma-ndd sets '<hostname> <device>' on hosts (or write "
-           "/sys/class/infiniband/<device>/node_desc); name switches with ibnetdiscover --node-name-map.",
-           "IBA Vol 1 14.2.5.2 NodeDescription; rdma-ndd(8); ibnetdiscover(8) --node-name-map")
-L07 = Rule("L07", "Islands joined by fewer links than hosts need", "MED",
-           "Add links between the islands (the ones counted here), or keep jobs inside one island (Slurm "
-           "topology.conf / block scheduling) until the cut carries what the hosts can send.",
-           "max-flow min-cut over the capture's links (fabric.route, fabric_paths); NCCL connect.cc L95-113 "
-           "(a ring visits every node: a job spanning islands crosses the cut)")
-L08 = Rule("L08", "Mixed link speeds in one job", "MED",
-           "Run the job on hosts whose links train alike, or fix the slow links (L01): NCCL gives every channel "
-           "the bandwidth of the slowest node.",
-           "NCCL init.cc L1436-1443 (bwIntra/bwInter: the minimum over all ranks)")
-
-FABRIC_RULES = (L01, L02, L03, L04, L05, L06, L07, L08)
-FABRIC_RULE_IDS = tuple(r.id for r in FABRIC_RULES)
-
-#: The fastest InfiniBand speed of an adapter, by its CA type (ibstat ``CA type:``, the PCI device
-#: id): NVIDIA/Mellanox ConnectX product briefs; pci.ids vendor 15b3. Ethernet-only adapters
-#: (ConnectX-4 Lx, -6 Dx, -6 Lx) are not listed.
-CA_TYPE_SPEED = {"MT25418": "DDR", "MT26428": "QDR", "MT4099": "FDR", "MT4103": "FDR", "MT4113": "FDR",
-                 "MT4115": "EDR", "MT4119": "EDR", "MT4121": "EDR", "MT4123": "HDR", "MT4124": "HDR",
-                 "MT4129": "NDR", "MT4131": "XDR"}
-_CA_TYPE_NAME = {"MT25418": "ConnectX", "MT26428": "ConnectX-2", "MT4099": "ConnectX-3", "MT4103": "ConnectX-3 Pro",
-                 "MT4113": "Connect-IB", "MT4115": "ConnectX-4", "MT4119": "ConnectX-5", "MT4121": "ConnectX-5 Ex",
-                 "MT4123": "ConnectX-6", "MT4124": "ConnectX-6 VF", "MT4129": "ConnectX-7", "MT4131": "ConnectX-8"}
-_IB_SECTIONS = ("sysfs_ib", "ibv_devinfo", "ibstatus", "ibstat")
-# CA types shared by full-speed and split (HDR100, NDR200) adapters, at the 4X rate a split one tops out at
-_SPLIT_SKUS = {("MT4123", "4X", "EDR"), ("MT4124", "4X", "EDR"), ("MT4129", "4X", "HDR")}
-
-
-# --- helpers ----------------------------------------------------------------------------------------
-
-
-def _rate(width: str | None, speed: str | None) -> float | None:
-    """Gb/s of a link: lanes x nominal lane rate (``bandwidth.IB_SPEEDS``)."""
-    lanes, lane = IB_WIDTH_LANES.get(width or ""), IB_SPEEDS.get(speed or "")
-    return lanes * lane[1] if lanes and lane else None
-
-
-def _lane(speed: str | None) -> float | None:
-    lane = IB_SPEEDS.get(speed or "")
-    return lane[1] if lane else None
-
-
-def _fabric_finding(rule: Rule, hosts: Iterable[str | None], devices: Iterable[str], message: str,
-                    evidence: list[dict], **kw: Any) -> dict:
-    out = finding(rule, devices, message, **kw)
-    out["hosts"] = sorted({h for h in hosts if h}, key=natural_key)
-    out["evidence"] = evidence
-    return out
-
-
-def _ev(switch: str | None = None, switch_port: Any = None, host: str | None = None, nic: str | None = None,
-        **extra: Any) -> dict:
-    return {"switch": switch, "switch_port": switch_port, "host": host, "nic": nic, **extra}
-
-
-def _who(view: FabricView, ca: str) -> tuple[str | None, str | None]:
-    """``(host, NIC)`` of a host adapter: the joined host, else the one its description names."""
-    owner = view.owner(ca)
-    if owner:
-        return owner
-    d = view.graph.nodes[ca]
-    return d.get("host"), None
-
-
-def _is_switch(G: nx.Graph, n: str) -> bool:
-    return G.nodes[n]["type"] == "switch"
-
-
-def _is_host_ca(G: nx.Graph, n: str) -> bool:
-    return G.nodes[n]["type"] == "ca" and G.nodes[n].get("kind") == "hca"
-
-
-def _docs(docs: Iterable[Mapping] | Mapping[str, Mapping] | None) -> dict[str, Mapping]:
-    if not docs:
-        return {}
-    if isinstance(docs, Mapping):
-        return dict(docs)
-    return {d["hostname"]: d for d in docs if d.get("hostname")}
-
-
-def _ib(nic: Mapping) -> bool:
-    return str(nic.get("link_layer") or "").lower() == "infiniband"
-
-
-def _nic_label(host: str | None, nic: str | None, fallback: str) -> str:
-    return f"{host}/{nic}" if host and nic else host or fallback
-
 
 # --- L01 --------------------------------------------------------------------------------------------
 
@@ -212,24 +97,24 @@ def rule_l01(view: FabricView, docs: Mapping[str, Mapping], ib_reports: Mapping[
     out, seen = [], set()
     for d in degraded_links(G):
         a, b = d["a"], d["b"]
-        sw, sw_port, peer, peer_port = (a, d["a_port"], b, d["b_port"]) if _is_switch(G, a) else (
+        sw, sw_port, peer, peer_port = (a, d["a_port"], b, d["b_port"]) if is_switch(G, a) else (
             b, d["b_port"], a, d["a_port"])
         host = nic = None
-        if _is_host_ca(G, peer):
-            host, nic = _who(view, peer)
+        if is_host_ca(G, peer):
+            host, nic = owner_of(view, peer)
         seen.add((peer, peer_port))
         seen.add((sw, sw_port))
         usual = " ".join(x for x in (d["usual_width"], d["usual_speed"]) if x)
-        could = _rate(d["usual_width"], d["usual_speed"])
-        where = (f"{_nic_label(host, nic, G.nodes[peer]['name'] or peer)} on {G.nodes[sw]['name']} port {sw_port}"
-                 if _is_host_ca(G, peer) else
+        could = link_rate(d["usual_width"], d["usual_speed"])
+        where = (f"{nic_label(host, nic, G.nodes[peer]['name'] or peer)} on {G.nodes[sw]['name']} port {sw_port}"
+                 if is_host_ca(G, peer) else
                  f"{G.nodes[sw]['name']} port {sw_port} to {G.nodes[peer]['name']} port {peer_port}")
         msg = (f"{where}: trained at {d['width']} {d['speed']} ({fmt_gbs(d['gbs'])} per direction); "
                f"{'; '.join(d['reasons'])}."
                + (f" At {usual} it would carry {fmt_gbs(could / 8)}." if could else ""))
-        ev = _ev(G.nodes[sw]["name"], sw_port, host, nic, peer=G.nodes[peer]["name"], peer_port=peer_port,
+        ev = evidence_row(G.nodes[sw]["name"], sw_port, host, nic, peer=G.nodes[peer]["name"], peer_port=peer_port,
                  width=d["width"], speed=d["speed"], usual_width=d["usual_width"], usual_speed=d["usual_speed"])
-        out.append(_fabric_finding(L01, [host], [_nic_label(host, nic, G.nodes[peer]["name"] or peer),
+        out.append(fabric_finding(L01, [host], [nic_label(host, nic, G.nodes[peer]["name"] or peer),
                                                  f"{G.nodes[sw]['name']}/{sw_port}"], msg, [ev]))
     for host, doc in sorted(docs.items(), key=lambda kv: natural_key(kv[0])):
         if view.host(host) is None:
@@ -239,20 +124,20 @@ def rule_l01(view: FabricView, docs: Mapping[str, Mapping], ib_reports: Mapping[
             lk = view.cable(row) if row else None
             if not lk or not lk.get("usable") or (row["ca"], row["port"]) in seen:
                 continue
-            got = _rate(lk["width"], lk["speed"])
+            got = link_rate(lk["width"], lk["speed"])
             msg = _host_side_l01(view, host, n, row, lk, got, ib_reports)
             if msg:
                 seen.add((row["ca"], row["port"]))
-                ev = _ev(row["leaf_name"], row["leaf_port"], host, n["name"], width=lk["width"], speed=lk["speed"],
+                ev = evidence_row(row["leaf_name"], row["leaf_port"], host, n["name"], width=lk["width"], speed=lk["speed"],
                          host_rate_gbps=n.get("rate_gbps"))
                 devices = [f"{host}/{n['name']}", f"{row['leaf_name']}/{row['leaf_port']}"]
-                out.append(_fabric_finding(L01, [host], devices, msg, [ev]))
+                out.append(fabric_finding(L01, [host], devices, msg, [ev]))
     return out
 
 
 def _ca_type(ib_reports: Mapping[str, Mapping] | None, host: str, nic: str) -> str | None:
     kinds = (ib_reports or {}).get(host) or {}
-    for kind in _IB_SECTIONS:
+    for kind in IB_SECTIONS:
         for ca in (kinds.get(kind) or {}).get("cas") or ():
             if ca.get("name") == nic and ca.get("ca_type"):
                 return str(ca["ca_type"]).upper()
@@ -273,16 +158,16 @@ def _host_side_l01(view: FabricView, host: str, nic: Mapping, row: Mapping, lk: 
                 "or it flaps.")
     ca_type = _ca_type(ib_reports, host, nic["name"])
     best = CA_TYPE_SPEED.get(ca_type or "")
-    have, can = _lane(lk["speed"]), _lane(best)
+    have, can = lane_rate(lk["speed"]), lane_rate(best)
     if have is None or can is None or can <= have:
         return None
-    if (ca_type, lk["width"], lk["speed"]) in _SPLIT_SKUS:
+    if (ca_type, lk["width"], lk["speed"]) in SPLIT_SKUS:
         return None  # the HDR100 / NDR200 models of that CA type run 4X at the next speed down at most
-    leaf_best = max((_lane(x["speed"]) or 0.0 for _m, e in view.graph.adj[row["leaf"]].items() for x in e["links"]
+    leaf_best = max((lane_rate(x["speed"]) or 0.0 for _m, e in view.graph.adj[row["leaf"]].items() for x in e["links"]
                      if x["usable"]), default=0.0)
     if leaf_best < can:
         return None  # the leaf runs nothing faster: it may not be able to
-    return (f"{where}: a {best}-capable {_CA_TYPE_NAME.get(ca_type, ca_type)} ({ca_type}) trained at {lk['width']} "
+    return (f"{where}: a {best}-capable {CA_TYPE_NAME.get(ca_type, ca_type)} ({ca_type}) trained at {lk['width']} "
             f"{lk['speed']} ({fmt_num(got)} Gb/s), while its leaf runs other ports at {best} or faster: both ends "
             "can do more.")
 
@@ -314,23 +199,23 @@ def rule_l02(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
         n, peer = p["node"], p["peer"]
         if not peer or peer not in G:
             continue
-        if p["type"] == "switch" and _is_host_ca(G, peer):
+        if p["type"] == "switch" and is_host_ca(G, peer):
             sw, sw_port, ca = n, p["port"], peer
-        elif _is_host_ca(G, n) and _is_switch(G, peer):
+        elif is_host_ca(G, n) and is_switch(G, peer):
             sw, sw_port, ca = peer, G.nodes[n]["ports"][p["port"]].get("peer_port"), n
         else:
             continue
         if (sw, sw_port) in done:
             continue
         done.add((sw, sw_port))
-        host, nic = _who(view, ca)
+        host, nic = owner_of(view, ca)
         state = p["state"] or "?"
         phys = f"/{p['phys_state']}" if p["phys_state"] else ""
         words = _STATE_WORDS.get(state, f"{state}: not Active")
-        label = _nic_label(host, nic, G.nodes[ca]["name"] or ca)
+        label = nic_label(host, nic, G.nodes[ca]["name"] or ca)
         msg = f"{G.nodes[sw]['name']} port {sw_port}, cabled to {label}, is {state}{phys}. {words}."
-        out.append(_fabric_finding(L02, [host], [label, f"{G.nodes[sw]['name']}/{sw_port}"], msg,
-                                   [_ev(G.nodes[sw]["name"], sw_port, host, nic, state=state,
+        out.append(fabric_finding(L02, [host], [label, f"{G.nodes[sw]['name']}/{sw_port}"], msg,
+                                   [evidence_row(G.nodes[sw]["name"], sw_port, host, nic, state=state,
                                         phys_state=p["phys_state"])]))
     for host, doc in sorted(docs.items(), key=lambda kv: natural_key(kv[0])):
         for n in doc.get("nics", []):
@@ -344,8 +229,8 @@ def rule_l02(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
             msg = (f"{host}/{n['name']} is {n.get('state') or 'Down'}{phys} on the host (ibstat), while the fabric's "
                    f"capture shows its link to {row['leaf_name']} port {row['leaf_port']} up: the port went down after "
                    "the capture (or the capture is older than the host's report).")
-            out.append(_fabric_finding(L02, [host], [f"{host}/{n['name']}", f"{row['leaf_name']}/{row['leaf_port']}"],
-                                       msg, [_ev(row["leaf_name"], row["leaf_port"], host, n["name"],
+            out.append(fabric_finding(L02, [host], [f"{host}/{n['name']}", f"{row['leaf_name']}/{row['leaf_port']}"],
+                                       msg, [evidence_row(row["leaf_name"], row["leaf_port"], host, n["name"],
                                                  state=n.get("state"), phys_state=n.get("phys_state"))]))
     return out
 
@@ -387,11 +272,11 @@ def rule_l03(view: FabricView) -> list[dict]:
             should = _rail_leaf_of_peers(view, h, nic, leaves, on_leaf)
             texts.append(f"{nic} is cabled to {r['leaf_name']} port {r['leaf_port']}, a leaf of rail {other}"
                          + (f" (the hosts beside it have their {nic} on {should})" if should else ""))
-            evidence.append(_ev(r["leaf_name"], r["leaf_port"], h, nic, rail_of_leaf=other, rail_leaf=should))
+            evidence.append(evidence_row(r["leaf_name"], r["leaf_port"], h, nic, rail_of_leaf=other, rail_leaf=should))
         msg = (f"{h}: {'; '.join(texts)}" + (f": its {join(swapped)} cables are swapped." if len(swapped) >= 2 else ".")
                + " NCCL keeps a channel on one NIC index at both ends, so this host's traffic on these rails crosses "
                "the spines instead of staying on the rail's leaf.")
-        out.append(_fabric_finding(L03, [h], [f"{h}/{nic}" for nic, _r in wrong], msg, evidence))
+        out.append(fabric_finding(L03, [h], [f"{h}/{nic}" for nic, _r in wrong], msg, evidence))
     return out
 
 
@@ -439,8 +324,8 @@ def rule_l04(view: FabricView, docs: Mapping[str, Mapping], job_hosts: list[str]
             x = by_alg[alg]
             msg += (f" Under {alg} all-reduce {fmt_num(x['flows'])} of the job's flows cross these uplinks "
                     f"({fmt_gbs(x['demand_gbs'])}, {x['demand_ratio']}x what they carry).")
-        out.append(_fabric_finding(L04, r["hosts"], [r["name"]], msg,
-                                   [_ev(r["name"], None, h, None, uplinks=r["uplinks"], up_gbs=r["up_gbs"],
+        out.append(fabric_finding(L04, r["hosts"], [r["name"]], msg,
+                                   [evidence_row(r["name"], None, h, None, uplinks=r["uplinks"], up_gbs=r["up_gbs"],
                                         job_oversubscription=ratio, design=design) for h in r["hosts"]],
                                    severity="HIGH" if over else None))
     return out
@@ -467,7 +352,7 @@ def rule_l05(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
         unmatched.setdefault(host_key(str(row.get("host"))), []).append(row)
     out, elsewhere = [], []
     for host, doc in sorted(docs.items(), key=lambda kv: natural_key(kv[0])):
-        ib = [n for n in doc.get("nics", []) if _ib(n) and n.get("compute", True)]
+        ib = [n for n in doc.get("nics", []) if is_ib(n) and n.get("compute", True)]
         if not ib:
             continue
         known = {nic: r for nic, r in view.host_nics(host).items() if nic}
@@ -492,16 +377,16 @@ def rule_l05(view: FabricView, docs: Mapping[str, Mapping]) -> list[dict]:
         where = (f"the fabric has {len(known)} of its adapters ({join(sorted(known, key=natural_key))})" if known
                  else "no adapter of the fabric carries its port GUIDs")
         msg = f"{host} sees {len(ib)} InfiniBand compute NIC(s) but {where}; absent: {'; '.join(texts)}."
-        out.append(_fabric_finding(L05, [host], [f"{host}/{n['name']}" for n in gone], msg,
-                                   [_ev(None, None, host, n["name"], state=n.get("state"),
+        out.append(fabric_finding(L05, [host], [f"{host}/{n['name']}" for n in gone], msg,
+                                   [evidence_row(None, None, host, n["name"], state=n.get("state"),
                                         port_guid=guids.get(n["name"])) for n in gone]))
     if elsewhere:
         hosts = [h for h, _ in elsewhere]
         msg = (f"{len(hosts)} host(s) report InfiniBand ports of which the discovery has none ({join(hosts)}): they are "
                "on another subnet or island than the one discovered, or the discovery did not reach them. Send the "
                "ibnetdiscover of their subnet to see their switches; their paths use the rail model until then.")
-        out.append(_fabric_finding(L05, hosts, [f"{h}/{n['name']}" for h, gone in elsewhere for n in gone], msg,
-                                   [_ev(None, None, h, n["name"], state=n.get("state")) for h, gone in elsewhere
+        out.append(fabric_finding(L05, hosts, [f"{h}/{n['name']}" for h, gone in elsewhere for n in gone], msg,
+                                   [evidence_row(None, None, h, n["name"], state=n.get("state")) for h, gone in elsewhere
                                     for n in gone],
                                    severity="LOW", title="Hosts whose adapters are all absent from the fabric",
                                    fix="Send the ibnetdiscover of their subnet (agent --fabric on one of them); if "
@@ -525,7 +410,7 @@ def rule_l06(view: FabricView) -> list[dict]:
     G = view.graph
     groups: dict[tuple[str, str], list[str]] = {}
     for n, d in G.nodes(data=True):
-        if d.get("name") and (d["type"] == "switch" or _is_host_ca(G, n)):
+        if d.get("name") and (d["type"] == "switch" or is_host_ca(G, n)):
             groups.setdefault((d["type"], d["name"]), []).append(n)
     out = []
     for (kind, name), nodes in sorted(groups.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]))):
@@ -534,15 +419,15 @@ def rule_l06(view: FabricView) -> list[dict]:
         evidence = []
         for n in sorted(nodes):
             port = next((p for _k, p in sorted(G.nodes[n]["ports"].items(), key=lambda kv: str(kv[0]))
-                         if p.get("peer") in G and _is_switch(G, p["peer"])), None)
+                         if p.get("peer") in G and is_switch(G, p["peer"])), None)
             guid = G.nodes[n].get("guid")
             if kind == "ca" and port:  # where the adapter is cabled, and whose it is
                 sw_name = G.nodes[port["peer"]]["name"]
-                evidence.append(_ev(sw_name, port["peer_port"], *_who(view, n), node=n, guid=guid))
+                evidence.append(evidence_row(sw_name, port["peer_port"], *owner_of(view, n), node=n, guid=guid))
             elif kind == "ca":
-                evidence.append(_ev(None, None, *_who(view, n), node=n, guid=guid))
+                evidence.append(evidence_row(None, None, *owner_of(view, n), node=n, guid=guid))
             else:
-                evidence.append(_ev(name, None, None, None, node=n, guid=guid))
+                evidence.append(evidence_row(name, None, None, None, node=n, guid=guid))
         shown = ", ".join(f"{e['guid']}" + (f" on {e['switch']} port {e['switch_port']}" if kind == "ca" and e["switch"]
                                             else "") for e in evidence[:4])
         shown += f" and {len(evidence) - 4} more" if len(evidence) > 4 else ""
@@ -552,155 +437,8 @@ def rule_l06(view: FabricView) -> list[dict]:
                + ("It names a host, so joining adapters to hosts by name puts two machines' adapters under one host."
                   if named else "Only their GUIDs tell them apart: the fabric page, an exported Slurm topology and "
                                 "joins to hosts by name cannot."))
-        out.append(_fabric_finding(L06, [e["host"] for e in evidence if named], [name], msg, evidence,
+        out.append(fabric_finding(L06, [e["host"] for e in evidence if named], [name], msg, evidence,
                                    severity="MED" if named else None))
-    return out
-
-
-# --- L07 --------------------------------------------------------------------------------------------
-
-
-_TIER_ORDER = {"leaf": 0, "spine": 1, "core": 2}
-
-
-def _tier_rank(t: str | None) -> int:
-    if t in _TIER_ORDER:
-        return _TIER_ORDER[t]
-    if t and t.startswith("tier") and t[4:].isdigit():
-        return int(t[4:]) - 1
-    return -1
-
-
-def islands(view: FabricView) -> list[dict]:
-    """The fabric's islands: its parts with hosts once the top tier (three tiers or more) and the
-    links between switches of one tier are set aside, or its disconnected parts.
-
-    Returns ``[{"switches": set, "leaves": [names], "host_links", "host_gbs", "links", "gbs"}]``
-    (``links``/``gbs``: usable cables from the island to the rest of the fabric), or ``[]`` when
-    the fabric is one island.
-    """
-    return view.memo("fabric_rules.islands", lambda: _islands(view))
-
-
-def _islands(view: FabricView) -> list[dict]:
-    G = view.graph
-    switches = [n for n in G if _is_switch(G, n)]
-    ranks = {n: _tier_rank(G.nodes[n].get("tier")) for n in switches}
-    top = max(ranks.values(), default=-1)
-    keep = {n for n in switches if ranks[n] >= 0 and (top < 2 or ranks[n] < top)}
-    H = nx.Graph()
-    H.add_nodes_from(keep)
-    for u, v, e in G.edges(data=True):
-        if u in keep and v in keep and e["usable_count"] and ranks[u] != ranks[v]:
-            H.add_edge(u, v)
-    parts = [c for c in nx.connected_components(H) if any(_is_host_ca(G, m) for n in c for m in G[n])]
-    if len(parts) < 2:
-        full = nx.Graph()
-        full.add_nodes_from(switches)
-        full.add_edges_from((u, v) for u, v, e in G.edges(data=True)
-                            if u in ranks and v in ranks and e["usable_count"])
-        parts = [c for c in nx.connected_components(full) if any(_is_host_ca(G, m) for n in c for m in G[n])]
-        if len(parts) < 2:
-            return []
-    out = []
-    for part in parts:
-        host_links = host_gbs = links = 0
-        gbs = 0.0
-        for n in part:
-            for m, e in G.adj[n].items():
-                if _is_host_ca(G, m):
-                    host_links += e["usable_count"]
-                    host_gbs += e["gbs"]
-                elif m in ranks and m not in part:
-                    links += e["usable_count"]
-                    gbs += e["gbs"]
-        leaves = sorted((G.nodes[n]["name"] or n for n in part if G.nodes[n].get("tier") == "leaf"), key=natural_key)
-        out.append({"switches": part, "leaves": leaves, "host_links": host_links, "host_gbs": round(host_gbs, 4),
-                    "links": links, "gbs": round(gbs, 4)})
-    return sorted(out, key=lambda i: natural_key(i["leaves"][0] if i["leaves"] else ""))
-
-
-def rule_l07(view: FabricView, docs: Mapping[str, Mapping], job_hosts: list[str] | None) -> list[dict]:
-    """L07 Islands joined by fewer links than hosts need.
-
-    Condition: the fabric falls into islands (:func:`islands`) and an island's links to the rest
-    carry less than the host links of the smaller side (the island's, or all the others'): what
-    its hosts could send to the rest at once. MED; HIGH when an island has no link to the rest (the
-    fabric is split) or, for a job, when the job's adapters on the smaller side of an island's cut
-    have more bandwidth than the cut. Source: max-flow min-cut; NCCL connect.cc L95-113.
-    """
-    parts = islands(view)
-    if not parts:
-        return []
-    total = sum(i["host_gbs"] for i in parts)
-    short: dict[tuple, list[dict]] = {}  # islands of one shape are one finding (a fat tree's pods)
-    for i in parts:
-        need = min(i["host_gbs"], total - i["host_gbs"])
-        if i["links"] == 0 or i["gbs"] < need - 1e-6:
-            shape = (len(i["leaves"]), i["links"], i["gbs"], i["host_links"], i["host_gbs"], need)
-            short.setdefault(shape, []).append(i)
-    out = []
-    for (leaves, links, gbs, host_links, host_gbs, need), group in short.items():
-        firsts = [i["leaves"][0] if i["leaves"] else "?" for i in group]
-        if len(group) == 1:
-            label = f"The island of {_leaves(leaves)} from {firsts[0]}"
-        else:
-            shown = ", ".join(firsts[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
-            label = f"{len(group)} islands of {_leaves(leaves)} (from {shown}): each"
-        evidence = [_ev(first, None, None, None, **_island_ev(i)) for first, i in zip(firsts, group)]
-        if links == 0:
-            msg = (f"{label} has no usable link to the rest of the fabric: its {host_links} host links cannot "
-                   "reach the other hosts at all.")
-            out.append(_fabric_finding(L07, [], firsts[:4], msg, evidence, severity="HIGH"))
-            continue
-        msg = (f"{label} reaches the rest of the fabric over {links} cables ({fmt_gbs(gbs)} per direction) while "
-               f"its {host_links} host links carry {fmt_gbs(host_gbs)}: {round(need / gbs, 2)}:1 for traffic "
-               "between it and the rest.")
-        out.append(_fabric_finding(L07, [], firsts[:4], msg, evidence))
-    if job_hosts:
-        out += _job_islands(view, docs, job_hosts, parts)
-    return out
-
-
-def _leaves(n: int) -> str:
-    return f"{n} leaf" if n == 1 else f"{n} leaves"
-
-
-def _island_ev(i: Mapping) -> dict:
-    return {"leaves": len(i["leaves"]), "links": i["links"], "gbs": i["gbs"], "host_links": i["host_links"],
-            "host_gbs": i["host_gbs"]}
-
-
-def _job_islands(view: FabricView, docs: Mapping[str, Mapping], job_hosts: list[str], parts: list[dict]) -> list[dict]:
-    side: dict[int, list[tuple[str, str, float]]] = {}
-    for h in job_hosts:
-        for nic, r in job_nics(view, docs, h):
-            lk = view.cable(r) if r else None
-            if not lk or not lk.get("usable"):
-                continue
-            k = next((k for k, i in enumerate(parts) if r["leaf"] in i["switches"]), None)
-            if k is not None:
-                side.setdefault(k, []).append((h, nic, lk["gbs"] or 0.0))
-    if len(side) < 2:
-        return []
-    total = sum(g for rows in side.values() for _h, _n, g in rows)
-    out = []
-    for k, rows in sorted(side.items()):
-        i = parts[k]
-        mine = sum(g for _h, _n, g in rows)
-        need = min(mine, total - mine)
-        if i["gbs"] >= need - 1e-6:
-            continue
-        hosts = sorted({h for h, _n, _g in rows}, key=natural_key)
-        first = i["leaves"][0] if i["leaves"] else "?"
-        msg = (f"The job spans islands: {len(hosts)} of its hosts ({join(hosts[:6])}"
-               + (f" and {len(hosts) - 6} more" if len(hosts) > 6 else "")
-               + f") {'sits' if len(hosts) == 1 else 'sit'} in the island of {_leaves(len(i['leaves']))} from "
-               f"{first}, whose {i['links']} cables to the rest carry {fmt_gbs(i['gbs'])} per direction, less than "
-               f"the {fmt_gbs(need)} its adapters on the smaller side can send across; every ring of the job crosses "
-               "that cut.")
-        out.append(_fabric_finding(L07, hosts, i["leaves"][:4], msg,
-                                   [_ev(first, None, h, None, **_island_ev(i)) for h in hosts], severity="HIGH"))
     return out
 
 
@@ -718,24 +456,24 @@ def rule_l08(view: FabricView, docs: Mapping[str, Mapping], job_hosts: list[str]
     for h in job_hosts:
         for nic, r in job_nics(view, docs, h):
             lk = view.cable(r) if r else None
-            if not lk or not lk.get("usable") or _rate(lk["width"], lk["speed"]) is None:
+            if not lk or not lk.get("usable") or link_rate(lk["width"], lk["speed"]) is None:
                 continue
             groups.setdefault((lk["width"], lk["speed"]), []).append(
-                _ev(r["leaf_name"], r["leaf_port"], h, nic, width=lk["width"], speed=lk["speed"]))
+                evidence_row(r["leaf_name"], r["leaf_port"], h, nic, width=lk["width"], speed=lk["speed"]))
     if len(groups) < 2:
         return []
-    order = sorted(groups, key=lambda k: (-(_rate(*k) or 0.0), -len(groups[k])))
+    order = sorted(groups, key=lambda k: (-(link_rate(*k) or 0.0), -len(groups[k])))
     parts = []
     for key in order:
         evs = groups[key]
         names = [f"{e['host']}/{e['nic']}" for e in evs]
-        parts.append(f"{key[0]} {key[1]} ({fmt_num(_rate(*key))} Gb/s): {len(evs)} link(s)"
+        parts.append(f"{key[0]} {key[1]} ({fmt_num(link_rate(*key))} Gb/s): {len(evs)} link(s)"
                      + (f", {join(names[:4])}" + (f" and {len(names) - 4} more" if len(names) > 4 else "")))
     slow = order[-1]
     msg = (f"The job's adapters run at {len(groups)} link rates: {'; '.join(parts)}. NCCL gives every channel the "
            f"slowest rank's bandwidth, so the job runs as if every link were {slow[0]} {slow[1]}.")
     evidence = [e for key in order[1:] for e in groups[key]]
-    return [_fabric_finding(L08, [e["host"] for e in evidence], [f"{e['host']}/{e['nic']}" for e in evidence], msg,
+    return [fabric_finding(L08, [e["host"] for e in evidence], [f"{e['host']}/{e['nic']}" for e in evidence], msg,
                             evidence)]
 
 
@@ -748,7 +486,7 @@ def fabric_findings(view: FabricView, docs: Iterable[Mapping] | Mapping[str, Map
     """Every L01-L08 finding of the fabric (and of a job: ``job_hosts`` in rank order), sorted by
     severity, rule and hosts. Rules that need what was not given (documents for L05, a job for L04
     and L08) find nothing."""
-    by_host = _docs(docs)
+    by_host = docs_by_host(docs)
     job = list(dict.fromkeys(job_hosts)) if job_hosts else []
     out = rule_l01(view, by_host, ib_reports) + rule_l02(view, by_host) + rule_l03(view)
     if job:
