@@ -40,6 +40,7 @@ __all__ = [
     "ib_port",
     "IB_SPEEDS",
     "IB_WIDTH_LANES",
+    "ib_link_gbps",
     "ib_speed_from_lane",
     "ib_link",
     "inter_socket",
@@ -275,19 +276,31 @@ def ib_speed_from_lane(lane_gbps: float | None) -> str | None:
     return None
 
 
+def ib_link_gbps(width: str | None, speed: str | None) -> float | None:
+    """Line rate (Gb/s) of an InfiniBand link trained at ``width`` and ``speed``: lanes x nominal lane
+    rate, as the kernel and ibstat report it; None for a width or speed not in the tables.
+
+    >>> ib_link_gbps("4X", "NDR"), ib_link_gbps("2X", "hdr"), ib_link_gbps("4X", "?")
+    (400.0, 100.0, None)
+    """
+    lanes = IB_WIDTH_LANES.get((width or "").upper())
+    lane = IB_SPEEDS.get((speed or "").upper())
+    return lanes * lane[1] if lanes is not None and lane is not None else None
+
+
 def ib_link(width: str | None, speed: str | None) -> LinkBandwidth:
     """Bandwidth of one InfiniBand link trained at ``width`` (``4X``) and ``speed`` (``NDR``).
 
-    The rate is width x nominal lane rate, as the kernel and ibstat report it, then :func:`ib_port`.
+    The rate is :func:`ib_link_gbps`, then :func:`ib_port`.
 
     >>> ib_link("4X", "NDR").spec_gbs, ib_link("2X", "NDR").spec_gbs, ib_link("4X", "QDR").spec_gbs
     (50.0, 25.0, 5.0)
     """
-    lanes = IB_WIDTH_LANES.get((width or "").upper())
-    lane = IB_SPEEDS.get((speed or "").upper())
-    if lanes is None or lane is None:
+    gbps = ib_link_gbps(width, speed)
+    if gbps is None:
         return LinkBandwidth(None, None, None, f"IB link {width} {speed}: unknown width or speed")
-    one = ib_port(lanes * lane[1])
+    lane = IB_SPEEDS[speed.upper()]
+    one = ib_port(gbps)
     return LinkBandwidth(one.spec_gbs, one.nccl_gbs, one.expected_gbs,
                          f"{width.upper()} x {lane[1]:g} Gb/s ({speed.upper()}, domain.md 2.3 [S21][S60]); "
                          + one.source)

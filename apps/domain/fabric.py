@@ -43,7 +43,7 @@ from typing import Any
 
 import networkx as nx
 
-from apps.domain.bandwidth import IB_SPEEDS, IB_WIDTH_LANES, LinkBandwidth, ib_link
+from apps.domain.bandwidth import LinkBandwidth, ib_link, ib_link_gbps
 from apps.domain.parsers.fabric_common import device_of, fabric_guid, host_of, paused_gc
 
 __all__ = [
@@ -555,11 +555,6 @@ def uplink_sharing(G: nx.Graph, hosts: Iterable[str] | None = None, attachments:
 # --- health ---------------------------------------------------------------------------------------
 
 
-def _rate(width: str | None, speed: str | None) -> float | None:
-    lanes, lane = IB_WIDTH_LANES.get(width or ""), IB_SPEEDS.get(speed or "")
-    return lanes * lane[1] if lanes and lane else None
-
-
 def _link_class(G: nx.Graph, n: str) -> str | None:
     d = G.nodes[n]
     if d["type"] == "switch":
@@ -580,7 +575,7 @@ def _norms(G: nx.Graph) -> tuple[dict, dict]:
     per_switch: dict[tuple[str, str], Counter] = {}
     for u, v, d in G.edges(data=True):
         for lk in d["links"]:
-            if _rate(lk["width"], lk["speed"]) is None:
+            if ib_link_gbps(lk["width"], lk["speed"]) is None:
                 continue
             for s, other in ((u, v), (v, u)):
                 cls = _link_class(G, other)
@@ -624,11 +619,11 @@ def degraded_links(G: nx.Graph) -> list[dict]:
                 could = " ".join(x for x in (lk["could_be_width"], lk["could_be_speed"]) if x)
                 reasons.append(f"iblinkinfo: could be {could}")
                 usual = (lk["could_be_width"] or lk["width"], lk["could_be_speed"] or lk["speed"])
-            rate = _rate(lk["width"], lk["speed"])
+            rate = ib_link_gbps(lk["width"], lk["speed"])
             for label, norm in ((f"the fabric's {cls}", fabric_norm.get(cls)),
                                 *[(f"the {cls} of {G.nodes[s]['name']}", switch_norm.get((s, cls)))
                                   for s in (u, v) if is_switch(G, s)]):
-                if norm and rate is not None and rate < (_rate(*norm) or 0):
+                if norm and rate is not None and rate < (ib_link_gbps(*norm) or 0):
                     reasons.append(f"below {label} (most are {norm[0]} {norm[1]})")
                     usual = usual or norm
             if reasons:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from apps.domain.bandwidth import IB_SPEEDS, IB_WIDTH_LANES
+from apps.domain.bandwidth import IB_SPEEDS
 from apps.domain.fabric_paths import FabricView
 from apps.domain.findings.base import Rule, finding
 from apps.domain.names import natural_key
@@ -68,12 +68,6 @@ CA_TYPE_NAME = {"MT25418": "ConnectX", "MT26428": "ConnectX-2", "MT4099": "Conne
 IB_SECTIONS = ("sysfs_ib", "ibv_devinfo", "ibstatus", "ibstat")
 # CA types shared by full-speed and split (HDR100, NDR200) adapters, at the 4X rate a split one tops out at
 SPLIT_SKUS = {("MT4123", "4X", "EDR"), ("MT4124", "4X", "EDR"), ("MT4129", "4X", "HDR")}
-
-
-def link_rate(width: str | None, speed: str | None) -> float | None:
-    """Gb/s of a link: lanes x nominal lane rate (``bandwidth.IB_SPEEDS``)."""
-    lanes, lane = IB_WIDTH_LANES.get(width or ""), IB_SPEEDS.get(speed or "")
-    return lanes * lane[1] if lanes and lane else None
 
 
 def lane_rate(speed: str | None) -> float | None:

@@ -63,13 +63,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from apps.domain.bandwidth import ib_link_gbps
 from apps.domain.fabric import degraded_links, down_ports, host_key, is_host_ca, is_switch
 from apps.domain.fabric_islands import rule_l07
 from apps.domain.fabric_jobs import design_oversubscription, job_contention, job_nics, rail_leaves
 from apps.domain.fabric_paths import FabricView
 from apps.domain.fabric_rule_base import (CA_TYPE_NAME, CA_TYPE_SPEED, FABRIC_RULE_IDS, FABRIC_RULES, IB_SECTIONS, L01,
                                           L02, L03, L04, L05, L06, L07, L08, SPLIT_SKUS, docs_by_host, evidence_row,
-                                          fabric_finding, is_ib, lane_rate, link_rate, nic_label, owner_of)
+                                          fabric_finding, is_ib, lane_rate, nic_label, owner_of)
 from apps.domain.findings.base import SEVERITY_RANK, fmt_gbs, fmt_num, join
 from apps.domain.names import natural_key
 from apps.domain.parsers.fabric_common import host_of
@@ -105,7 +106,7 @@ def rule_l01(view: FabricView, docs: Mapping[str, Mapping], ib_reports: Mapping[
         seen.add((peer, peer_port))
         seen.add((sw, sw_port))
         usual = " ".join(x for x in (d["usual_width"], d["usual_speed"]) if x)
-        could = link_rate(d["usual_width"], d["usual_speed"])
+        could = ib_link_gbps(d["usual_width"], d["usual_speed"])
         where = (f"{nic_label(host, nic, G.nodes[peer]['name'] or peer)} on {G.nodes[sw]['name']} port {sw_port}"
                  if is_host_ca(G, peer) else
                  f"{G.nodes[sw]['name']} port {sw_port} to {G.nodes[peer]['name']} port {peer_port}")
@@ -124,7 +125,7 @@ def rule_l01(view: FabricView, docs: Mapping[str, Mapping], ib_reports: Mapping[
             lk = view.cable(row) if row else None
             if not lk or not lk.get("usable") or (row["ca"], row["port"]) in seen:
                 continue
-            got = link_rate(lk["width"], lk["speed"])
+            got = ib_link_gbps(lk["width"], lk["speed"])
             msg = _host_side_l01(view, host, n, row, lk, got, ib_reports)
             if msg:
                 seen.add((row["ca"], row["port"]))
@@ -456,18 +457,18 @@ def rule_l08(view: FabricView, docs: Mapping[str, Mapping], job_hosts: list[str]
     for h in job_hosts:
         for nic, r in job_nics(view, docs, h):
             lk = view.cable(r) if r else None
-            if not lk or not lk.get("usable") or link_rate(lk["width"], lk["speed"]) is None:
+            if not lk or not lk.get("usable") or ib_link_gbps(lk["width"], lk["speed"]) is None:
                 continue
             groups.setdefault((lk["width"], lk["speed"]), []).append(
                 evidence_row(r["leaf_name"], r["leaf_port"], h, nic, width=lk["width"], speed=lk["speed"]))
     if len(groups) < 2:
         return []
-    order = sorted(groups, key=lambda k: (-(link_rate(*k) or 0.0), -len(groups[k])))
+    order = sorted(groups, key=lambda k: (-(ib_link_gbps(*k) or 0.0), -len(groups[k])))
     parts = []
     for key in order:
         evs = groups[key]
         names = [f"{e['host']}/{e['nic']}" for e in evs]
-        parts.append(f"{key[0]} {key[1]} ({fmt_num(link_rate(*key))} Gb/s): {len(evs)} link(s)"
+        parts.append(f"{key[0]} {key[1]} ({fmt_num(ib_link_gbps(*key))} Gb/s): {len(evs)} link(s)"
                      + (f", {join(names[:4])}" + (f" and {len(names) - 4} more" if len(names) > 4 else "")))
     slow = order[-1]
     msg = (f"The job's adapters run at {len(groups)} link rates: {'; '.join(parts)}. NCCL gives every channel the "

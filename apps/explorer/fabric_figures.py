@@ -53,7 +53,7 @@ from typing import Any
 import networkx as nx
 import plotly.graph_objects as go
 
-from apps.domain.bandwidth import IB_SPEEDS, IB_WIDTH_LANES, ib_link
+from apps.domain.bandwidth import ib_link, ib_link_gbps
 from apps.domain.fabric import degraded_links, down_ports
 from apps.domain.names import natural_key
 from apps.explorer.figures import FONT, esc, to_json
@@ -180,8 +180,7 @@ def link_class_label(speed: str | None, width: str | None) -> str:
 
 def _class_rank(cls: tuple) -> tuple:
     speed, width = cls
-    lane = IB_SPEEDS.get(speed or "", (0.0, 0.0))[1]
-    return (-(lane * IB_WIDTH_LANES.get(width or "", 0)), speed or "", width or "")
+    return (-(ib_link_gbps(width, speed) or 0.0), speed or "", width or "")
 
 
 def problem_ports(G: nx.Graph, down: Iterable[Mapping] | None = None) -> tuple[list[dict], list[dict]]:
