@@ -128,7 +128,7 @@ def fabric_rows(c) -> list[Measure]:
     health lists once per graph, then the drawing and its JSON, what every request pays) and the page."""
     from django.test.utils import override_settings
 
-    from apps.domain import fabric
+    from apps.domain import fabric, fabric_health
     from apps.domain.fabric_paths import FabricView
     from apps.domain.fabric_rules import fabric_findings
     from apps.explorer import fabric_figures
@@ -146,9 +146,9 @@ def fabric_rows(c) -> list[Measure]:
                                        source_name="synthetic_fabric_2000_switches.txt")
     G = fabrics.fabric_graph(row)
     note = "bench.fabric_synth: 2,000 switches, 16,000 HCAs, 44,000 cables"
-    rows = [measure("fabric health lists, 2,000 switches", lambda: (fabric.degraded_links(G), fabric.down_ports(G)),
+    rows = [measure("fabric health lists, 2,000 switches", lambda: (fabric_health.degraded_links(G), fabric_health.down_ports(G)),
                     runs=3, warmup=0, note="degraded_links + down_ports, once per graph; " + note)]
-    degraded, down = fabric.degraded_links(G), fabric.down_ports(G)
+    degraded, down = fabric_health.degraded_links(G), fabric_health.down_ports(G)
     view = FabricView.build(G, fabric.attach_hosts(G))
     rows.append(measure("fabric findings L01-L08, 2,000 switches", lambda: fabric_findings(view), runs=3, warmup=0,
                         note="once per discovery and set of snapshots (the page keeps them); " + note))

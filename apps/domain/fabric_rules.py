@@ -13,7 +13,7 @@ ID      Title                                                    Severity  Condi
 L01     Link trained below its capability                        HIGH      iblinkinfo ``Could be`` (both ends support
                                                                            more); a link below the usual width/speed
                                                                            of its kind, fabric-wide or on its switch
-                                                                           (``fabric.degraded_links``); the host's
+                                                                           (``fabric_health.degraded_links``); the host's
                                                                            ibstat rate and the fabric's for one link
                                                                            differ; an adapter whose CA type can do
                                                                            a faster speed (EDR-capable at SDR) on a
@@ -64,7 +64,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from apps.domain.bandwidth import ib_link_gbps
-from apps.domain.fabric import degraded_links, down_ports, host_key, is_host_ca, is_switch
+from apps.domain.fabric import host_key, is_host_ca, is_switch
+from apps.domain.fabric_health import degraded_links, down_ports
 from apps.domain.fabric_islands import rule_l07
 from apps.domain.fabric_jobs import design_oversubscription, job_contention, job_nics, rail_leaves
 from apps.domain.fabric_paths import FabricView
@@ -84,7 +85,7 @@ __all__ = ["L01", "L02", "L03", "L04", "L05", "L06", "L07", "L08", "FABRIC_RULES
 def rule_l01(view: FabricView, docs: Mapping[str, Mapping], ib_reports: Mapping[str, Mapping] | None) -> list[dict]:
     """L01 Link trained below its capability.
 
-    Condition: (a) a link ``fabric.degraded_links`` reports: iblinkinfo's ``Could be`` (both ends
+    Condition: (a) a link ``fabric_health.degraded_links`` reports: iblinkinfo's ``Could be`` (both ends
     support more), or below the usual width/speed of its class (host or switch links), fabric-wide
     or on its switch; (b) an Active host NIC whose ibstat rate (the document's ``rate_gbps``) differs
     from the rate the fabric shows for its link (the same link ran faster in one of the two captures:

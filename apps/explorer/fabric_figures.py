@@ -15,7 +15,7 @@ What is drawn:
   nodes (a CA inside every Quantum switch) are counted in their switch's hover, not drawn.
 * **Links** are coloured by speed; the legend says it in words (``NDR 4X 50 GB/s``: generation,
   width and GB/s per direction of one cable, ``bandwidth.ib_link``). Line width grows with the
-  number of cables in a bundle. A link trained below its capability (``fabric.degraded_links``) is
+  number of cables in a bundle. A link trained below its capability (``fabric_health.degraded_links``) is
   overlaid in thick translucent red; a node with a port down that leads somewhere (a peer is known,
   or the port is physically up but not Active) carries a red cross. Ports down with nothing
   attached (empty ports) are only counted in the hover. Hover a marker or the middle of a link for
@@ -54,7 +54,7 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from apps.domain.bandwidth import ib_link, ib_link_gbps
-from apps.domain.fabric import degraded_links, down_ports
+from apps.domain.fabric_health import degraded_links, down_ports
 from apps.domain.names import natural_key
 from apps.explorer.figures import FONT, esc, to_json
 
@@ -676,7 +676,7 @@ def fabric_drawing(G: nx.Graph, *, host_of_ca: Mapping[str, str] | None = None,
     host_urls : mapping, optional
         ``{host name: URL}`` of the hosts topoweb knows: a click on one opens it.
     degraded, down : list, optional
-        ``fabric.degraded_links(G)`` / ``fabric.down_ports(G)`` when the caller has them already.
+        ``fabric_health.degraded_links(G)`` / ``down_ports(G)`` when the caller has them already.
     expand : str, optional
         A group id (``leaf-3``), or a leaf's node id inside a group: drawn member by member.
     budget : int

@@ -30,6 +30,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from apps.domain import fabric as fabric_graphs
+from apps.domain.fabric_health import degraded_links, down_ports
 from apps.domain.fabric_compare import compare_fabrics
 from apps.domain.fabric_rules import fabric_findings
 from apps.domain.fleet_rules import evaluate_fleet
@@ -52,11 +53,11 @@ _HEALTH_LOCK = threading.Lock()
 
 
 def fabric_health(G: nx.Graph) -> tuple[list[dict], list[dict]]:
-    """``(fabric.degraded_links(G), fabric.down_ports(G))``, computed once per graph object."""
+    """``(degraded_links(G), down_ports(G))`` (``apps.domain.fabric_health``), computed once per graph object."""
     with _HEALTH_LOCK:
         cached = _HEALTH.get(G)
     if cached is None:
-        cached = (fabric_graphs.degraded_links(G), fabric_graphs.down_ports(G))
+        cached = (degraded_links(G), down_ports(G))
         with _HEALTH_LOCK:
             _HEALTH[G] = cached
     return cached
@@ -116,7 +117,7 @@ def fabric_problems(G: nx.Graph, *, unclaimed: list[dict] = (), unmatched_hosts:
     Returns
     -------
     dict
-        ``degraded`` (``fabric.degraded_links``), ``down`` (ports down that lead somewhere, each with
+        ``degraded`` (``fabric_health.degraded_links``), ``down`` (ports down that lead somewhere, each with
         ``peer_name`` and ``to_host``), ``idle`` (per node: ports down with nothing attached,
         ``{"name", "ports"}``), ``to_host`` (how many of ``down`` face a host adapter),
         ``unclaimed`` (from ``fabrics.cluster_fabric``), ``unmatched_hosts`` (its hosts not found in

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.domain import fabric
+from apps.domain import fabric, fabric_health
 from apps.domain.bandwidth import ib_link, ib_speed_from_lane
 from apps.domain.parsers import ibnetdiscover, iblinkinfo, ibstat, to_jsonable
 from bench.fabric_synth import synthetic_ibnetdiscover
@@ -125,7 +125,7 @@ def test_superpod_guid_join_beats_names_and_unknown_guids_are_listed(pod):
 
 
 def test_superpod_is_healthy(pod):
-    assert fabric.degraded_links(pod) == [] and fabric.down_ports(pod) == []
+    assert fabric_health.degraded_links(pod) == [] and fabric_health.down_ports(pod) == []
 
 
 # --- small fabrics -------------------------------------------------------------------------------
@@ -208,12 +208,12 @@ def test_cut_iblinkinfo_peer_known_only_by_lid_is_an_inferred_host():
 def test_degraded_links_from_could_be_and_from_peers():
     G = fabric.build_fabric(iblinkinfo.parse((FIX / "iblinkinfo" /
                                               "synthetic_hdr_leaf_could_be_down_disabled_init.txt").read_text()))
-    bad = {({r["a_name"], r["b_name"]} - {"MF0;leaf-hdr-01:MQM8790/U1"}).pop(): r for r in fabric.degraded_links(G)}
+    bad = {({r["a_name"], r["b_name"]} - {"MF0;leaf-hdr-01:MQM8790/U1"}).pop(): r for r in fabric_health.degraded_links(G)}
     assert {(host, r["width"], r["speed"]) for host, r in bad.items()} == {("gpu-a02 mlx5_0", "2X", "HDR"),
                                                                           ("gpu-a03 mlx5_0", "4X", "EDR")}
     assert bad["gpu-a02 mlx5_0"]["reasons"][0] == "iblinkinfo: could be 4X"
     assert (bad["gpu-a03 mlx5_0"]["usual_width"], bad["gpu-a03 mlx5_0"]["usual_speed"]) == ("4X", "HDR")
-    down = [(r["name"], r["port"], r["state"], r["phys_state"]) for r in fabric.down_ports(G)]
+    down = [(r["name"], r["port"], r["state"], r["phys_state"]) for r in fabric_health.down_ports(G)]
     assert ("MF0;leaf-hdr-01:MQM8790/U1", 5, "Down", "Polling") in down
     assert ("MF0;leaf-hdr-01:MQM8790/U1", 6, "Down", "Disabled") in down
     assert ("gpu-a04 mlx5_0", 1, "Initializing", "LinkUp") in down
@@ -222,7 +222,7 @@ def test_degraded_links_from_could_be_and_from_peers():
 def test_link_below_the_fabrics_host_links_is_flagged_without_could_be():
     G = fabric.build_fabric(ibnetdiscover.parse((FIX / "ibnetdiscover" /
                                                  "synthetic_partial_discovery_node_name_map.txt").read_text()))
-    (bad,) = fabric.degraded_links(G)
+    (bad,) = fabric_health.degraded_links(G)
     assert (bad["width"], bad["b_name"] if bad["a_name"] == "leaf02" else bad["a_name"]) == (
         "2X", "MT4129 ConnectX7   Mellanox Technologies")
     assert bad["reasons"] == ["below the fabric's host links (most are 4X NDR)"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from apps.domain import fabric as fabric_graphs
+from apps.domain import fabric_health
 from apps.domain.analysis import analyze_host
 from apps.domain.compare import compare_docs
 from apps.domain.parsers import ALL_KINDS, detect_kind, nvidia_smi_topo
@@ -175,7 +176,7 @@ def test_the_fabric_joins_every_linked_h100_port_by_guid_and_shows_the_one_slow_
     # every host's NIC k is on the leaf of rail k
     for host, rows in attached["hosts"].items():
         assert all(r["leaf_name"] == f"MF0;DEMO-IBLEAF-R{r['nic'][-1]}:MQM9700/U1" for r in rows), host
-    degraded = fabric_graphs.degraded_links(G)
+    degraded = fabric_health.degraded_links(G)
     assert [(d["b_name"], d["width"], d["speed"]) for d in degraded] == [("h100-n15 mlx5_2", "4X", "HDR")]
 
 

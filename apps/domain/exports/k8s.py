@@ -54,7 +54,8 @@ import networkx as nx
 
 from apps.domain.exports._common import ExportError, checked_doc, comment_text, natural_key
 from apps.domain.exports._leaves import attachments, switch_names
-from apps.domain.fabric import degraded_links, down_ports, host_cas
+from apps.domain.fabric import host_cas
+from apps.domain.fabric_health import degraded_links, down_ports
 
 __all__ = ["k8s_labels", "label_value", "node_labels", "PREFIX"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.domain import fabric
+from apps.domain import fabric, fabric_health
 from apps.domain.fabric_paths import FabricView
 from apps.domain.fabric_rules import FABRIC_RULE_IDS, fabric_findings, rule_l01, rule_l06, rule_l07
 from apps.domain.parsers import ibnetdiscover, iblinkinfo
@@ -102,7 +102,7 @@ def test_l02_port_to_a_host_not_active_but_not_empty_ports():
     assert "no subnet manager has configured the port" in found[0]["message"]
     # the real QDR switch: ports 8, 10-13, 15-18 are Down/Polling with nothing cabled: not findings
     teaker = view_of(REAL / "iblinkinfo" / "qdr_infiniscale_iv_18port_teaker_8hosts_one_dual_port_ca.txt")
-    assert len(fabric.down_ports(teaker.graph)) == 9 and rules(fabric_findings(teaker), "L02") == []
+    assert len(fabric_health.down_ports(teaker.graph)) == 9 and rules(fabric_findings(teaker), "L02") == []
 
 
 def test_l02_l01_l05_from_a_real_host_report_against_the_superpod(superpod_view):
